@@ -1,0 +1,33 @@
+# Two entry points for a fresh machine:  make run   (the embedded experiment)
+#                                         make test  (the test suite)
+VENV ?= .venv
+BIN := $(VENV)/bin
+CORES ?= all
+
+.PHONY: setup run test lint clean
+
+setup: $(VENV)/.installed
+
+# torch first, pinned: an unpinned torch (or one pulled in by another package) is a multi-GB
+# CUDA build.
+$(VENV)/.installed: envs/requirements.txt pyproject.toml
+	python3 -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q torch==2.13.0
+	$(BIN)/python -m pip install -q -r envs/requirements.txt
+	$(BIN)/python -m pip install -q --no-deps -e .
+	touch $@
+
+run: setup
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/snakemake --cores $(CORES)
+
+test: setup
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -q
+
+lint: setup
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/snakemake --lint
+
+clean:
+	rm -rf results logs benchmarks .snakemake

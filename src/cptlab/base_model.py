@@ -1,0 +1,200 @@
+"""`cptlab build-base`: the embedded base model, built offline in minutes.
+
+1. a byte-level BPE tokenizer trained on the warm-up text;
+2. a small Qwen2 model initialised from the config;
+3. supervised warm-up on the six domains' warm-up splits, a share of them in SDPO's reprompt
+   form (prompt + "Correct solution: ..." -> answer) so the model can use a demonstration;
+4. measurements that show the base leaves room to learn and to forget (BOUNDS), written into
+   the manifest, which is written last.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import random
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from cptlab.chat import render
+from cptlab.generation import Sampling, generate
+from cptlab.io import atomic_write_text, write_manifest
+from cptlab.metrics import mean_pass_at_k, rewards, score_completions
+from cptlab.model import build_model, count_parameters
+from cptlab.reprompt import teacher_messages
+from cptlab.sft import SFTConfig, encode_example, train_sft
+from cptlab.tokenizer import load_tokenizer, train_tokenizer
+
+log = logging.getLogger(__name__)
+
+# (measurement, comparison, bound) -- the foundation issue's requirements on the base.
+BOUNDS = {
+    "greedy_id_accuracy": ("between", (0.10, 0.70)),  # each training domain
+    "pass8_over_pass1": (">=", 1.5),  # each training domain
+    "teacher_advantage": (">=", 0.20),  # each training domain
+    "greedy_ood_accuracy": (">", 0.10),  # logic and knowledge
+}
+
+
+def warmup_examples(tokenizer, rows: list[dict], reprompt_share: float, seed: int):
+    """Encoded (ids, labels) for the warm-up rows; a `reprompt_share` of them in teacher form
+    with the row's own gold solution as the demonstration."""
+    rng = random.Random(seed)
+    examples = []
+    for row in rows:
+        solution = row["metadata"]["solution"]
+        prompt = row["prompt"]
+        if rng.random() < reprompt_share:
+            prompt = teacher_messages(prompt, demonstration=solution)
+        examples.append(encode_example(tokenizer, prompt, solution))
+    return examples
+
+
+def measure(model, tokenizer, rows_by_benchmark: dict[str, list[dict]], spec: dict, seed: int):
+    """Greedy accuracy of every benchmark; for training-domain id sets also sampled pass@1,
+    pass@k and greedy accuracy with a correct demonstration in the teacher prompt."""
+    results = {}
+    greedy = Sampling(n=1, temperature=0.0, max_new_tokens=spec["max_new_tokens"])
+    sampled = Sampling(
+        n=spec["k"],
+        temperature=spec["temperature"],
+        top_p=1.0,
+        max_new_tokens=spec["max_new_tokens"],
+    )
+    for name, rows in rows_by_benchmark.items():
+        out = {}
+        completions = generate(model, tokenizer, [r["prompt"] for r in rows], greedy, seed)
+        out["greedy_accuracy"] = float(rewards(score_completions(rows, completions)).mean())
+        if name.endswith("_id"):
+            samples = generate(model, tokenizer, [r["prompt"] for r in rows], sampled, seed)
+            matrix = rewards(score_completions(rows, samples))
+            out["pass1"] = mean_pass_at_k(matrix, 1)
+            out[f"pass{spec['k']}"] = mean_pass_at_k(matrix, spec["k"])
+            reprompts = [teacher_messages(r["prompt"], r["metadata"]["solution"]) for r in rows]
+            teacher = generate(model, tokenizer, reprompts, greedy, seed)
+            out["teacher_accuracy"] = float(rewards(score_completions(rows, teacher)).mean())
+            out["teacher_advantage"] = out["teacher_accuracy"] - out["greedy_accuracy"]
+        out["n"] = len(rows)
+        results[name] = out
+        log.info("measured %s: %s", name, out)
+    return results
+
+
+def check_bounds(results: dict, train_domains: list[str], ood_only: list[str], k: int) -> dict:
+    """Every bound with its measured value and whether it holds."""
+    checks = {}
+    for domain in train_domains:
+        r = results[f"{domain}_id"]
+        ratio = r[f"pass{k}"] / r["pass1"] if r["pass1"] > 0 else float("inf")
+        checks[f"{domain}_id.greedy_accuracy in [0.10, 0.70]"] = (
+            r["greedy_accuracy"],
+            0.10 <= r["greedy_accuracy"] <= 0.70,
+        )
+        checks[f"{domain}_id.pass{k}/pass1 >= 1.5"] = (ratio, ratio >= 1.5)
+        checks[f"{domain}_id.teacher_advantage >= 0.20"] = (
+            r["teacher_advantage"],
+            r["teacher_advantage"] >= 0.20,
+        )
+    for domain in ood_only:
+        value = results[f"{domain}_ood"]["greedy_accuracy"]
+        checks[f"{domain}_ood.greedy_accuracy > 0.10"] = (value, value > 0.10)
+    return {name: {"value": round(float(v), 4), "ok": bool(ok)} for name, (v, ok) in checks.items()}
+
+
+def weights_digest(model) -> str:
+    digest = hashlib.sha256()
+    for name, tensor in sorted(model.state_dict().items()):
+        digest.update(name.encode())
+        digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()
+
+
+def build_base(
+    config: dict,
+    data_dir: str | Path,
+    out_dir: str | Path,
+    threads: int = 1,
+) -> dict:
+    """Build, measure and save the embedded base model into `out_dir`; returns the manifest."""
+    started = time.perf_counter()
+    torch.set_num_threads(threads)
+    spec = config["base"]
+    seed = spec["seed"]
+    data_dir, out_dir = Path(data_dir), Path(out_dir)
+    read = lambda name: [json.loads(line) for line in open(data_dir / f"{name}.jsonl")]  # noqa: E731
+    domains = config["data"]["domains"]
+    train_domains = [d for d in domains if config["data"]["domains"][d].get("train")]
+    eval_only = [d for d in domains if not config["data"]["domains"][d].get("train")]
+
+    warmup_rows = [row for d in domains for row in read(f"{d}_pretrain")]
+    texts = [render(r["prompt"]) + r["metadata"]["solution"] for r in warmup_rows]
+    tokenizer = train_tokenizer(texts, spec["tokenizer"]["vocab_size"])
+    examples = warmup_examples(tokenizer, warmup_rows, spec["warmup"]["reprompt_share"], seed)
+    too_long = max(len(ids) for ids, _ in examples)
+    if too_long > spec["model"]["max_positions"]:
+        raise ValueError(
+            f"base.model.max_positions={spec['model']['max_positions']} is shorter "
+            f"than the longest warm-up example ({too_long} tokens)"
+        )
+
+    model = build_model(spec["model"], tokenizer, seed)
+    log.info(
+        "base model: %d parameters, %d warm-up examples", count_parameters(model), len(examples)
+    )
+    t0 = time.perf_counter()
+    curve = train_sft(
+        model,
+        examples,
+        SFTConfig(**spec["sft"]),
+        tokenizer.pad_token_id,
+        seed,
+        log=lambda r: log.info("warm-up %s", r),
+    )
+    sft_seconds = time.perf_counter() - t0
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out_dir)
+    tokenizer.save_pretrained(out_dir)
+    # Measure the reloaded copy: what later stages will load is what we vouch for.
+    from transformers import Qwen2ForCausalLM
+
+    model = Qwen2ForCausalLM.from_pretrained(out_dir, local_files_only=True)
+    tokenizer = load_tokenizer(str(out_dir))
+
+    n = spec["measure"]["n"]
+    eval_sets = {f"{d}_id": read(f"{d}_id")[:n] for d in train_domains}
+    eval_sets |= {f"{d}_ood": read(f"{d}_ood")[:n] for d in domains}
+    t0 = time.perf_counter()
+    results = measure(model, tokenizer, eval_sets, spec["measure"], seed)
+    measure_seconds = time.perf_counter() - t0
+    bounds = check_bounds(results, train_domains, eval_only, spec["measure"]["k"])
+    failed = [name for name, b in bounds.items() if not b["ok"]]
+    if failed:
+        log.warning("base model misses bound(s): %s", failed)
+
+    atomic_write_text(out_dir / "warmup_curve.jsonl", [json.dumps(r) + "\n" for r in curve])
+    manifest = {
+        "kind": "base_model",
+        "seed": seed,
+        "parameters": count_parameters(model),
+        "vocab_size": len(tokenizer),
+        "warmup_examples": len(examples),
+        "final_warmup_loss": curve[-1]["loss"],
+        "measurements": results,
+        "bounds": bounds,
+        "bounds_ok": not failed,
+        "seconds": {
+            "warmup": round(sft_seconds, 1),
+            "measure": round(measure_seconds, 1),
+            "total": round(time.perf_counter() - started, 1),
+        },
+        "threads": threads,
+        "weights_sha256": weights_digest(model),
+        "config": spec,
+    }
+    write_manifest(out_dir, manifest)
+    return manifest

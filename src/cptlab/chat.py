@@ -1,0 +1,23 @@
+"""The ChatML-style chat format shared by the embedded tokenizer, training and evaluation."""
+
+from __future__ import annotations
+
+BOS = "<|endoftext|>"
+IM_START = "<|im_start|>"
+IM_END = "<|im_end|>"
+PAD = "<|pad|>"
+SPECIAL_TOKENS = (BOS, IM_START, IM_END, PAD)
+
+# Same layout as Qwen's template, without tool or thinking extras.
+CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+
+
+def render(messages: list[dict], add_generation_prompt: bool = True) -> str:
+    """The template above in plain Python (used to build training text without Jinja)."""
+    text = "".join(f"{IM_START}{m['role']}\n{m['content']}{IM_END}\n" for m in messages)
+    return text + (f"{IM_START}assistant\n" if add_generation_prompt else "")

@@ -1,0 +1,61 @@
+"""Load a YAML config and validate it against the JSON schema; errors name the bad key."""
+
+from __future__ import annotations
+
+from importlib.resources import files
+from pathlib import Path
+
+import jsonschema
+import yaml
+
+SCHEMA_PATH = files("cptlab") / "schemas" / "config.schema.yaml"
+
+
+class ConfigError(ValueError):
+    """The config breaks the schema or names something unknown; the message says where."""
+
+
+def schema() -> dict:
+    return yaml.safe_load(SCHEMA_PATH.read_text())
+
+
+def validate_config(config: dict, source: str = "config") -> dict:
+    validator = jsonschema.Draft202012Validator(schema())
+    errors = sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
+    if errors:
+        lines = [f"  {'.'.join(map(str, e.absolute_path)) or '<top>'}: {e.message}" for e in errors]
+        raise ConfigError(f"{source}: invalid configuration\n" + "\n".join(lines))
+    _check_names(config, source)
+    return config
+
+
+def _check_names(config: dict, source: str) -> None:
+    from cptlab.domains import BENCHMARKS
+
+    for domain, spec in config["data"]["domains"].items():
+        names = ([spec["train"]] if "train" in spec else []) + spec.get("id", []) + spec.get("ood", [])
+        for name in names:
+            if name not in BENCHMARKS:
+                raise ConfigError(
+                    f"{source}: data.domains.{domain} names unknown benchmark {name!r}; "
+                    f"known: {sorted(BENCHMARKS)}"
+                )
+
+
+def load_config(path: str | Path) -> dict:
+    path = Path(path)
+    try:
+        config = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{path}: not valid YAML ({err})") from err
+    if not isinstance(config, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
+    return validate_config(config, str(path))
+
+
+def benchmarks_in(config: dict) -> list[str]:
+    """Every benchmark the config names, in domain order: train, id, ood."""
+    names = []
+    for spec in config["data"]["domains"].values():
+        names += ([spec["train"]] if "train" in spec else []) + spec.get("id", []) + spec.get("ood", [])
+    return names

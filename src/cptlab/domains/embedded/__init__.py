@@ -1,0 +1,15 @@
+"""The embedded testbed: six synthetic domains mirroring the study's table.
+
+| domain    | train / id form            | ood form                         |
+|-----------|----------------------------|----------------------------------|
+| math      | 2-operand arithmetic       | 3-operand arithmetic             |
+| science   | MCQ, <answer>LETTER</answer> | same facts, \\boxed{LETTER}     |
+| tool      | ReAct call (ToolAlpaca)    | JSON call among schemas (BFCL)   |
+| code      | function + unit tests      | stdin/stdout program             |
+| logic     | -                          | ordering deduction               |
+| knowledge | -                          | MCQ about invented countries     |
+"""
+
+from cptlab.domains.embedded import code, logic, math, science, tool  # noqa: F401
+
+EMBEDDED_DOMAINS = ("math", "science", "tool", "code", "logic", "knowledge")

@@ -1,0 +1,150 @@
+"""Shared machinery of the synthetic domains: deterministic item streams split into disjoint
+buckets, and the registration helper.
+
+Every synthetic item has a canonical `key` (e.g. "47+38"). A hash of the key assigns it to one
+bucket, so the evaluation, training and warm-up splits never share an item, whatever their
+sizes and seeds:
+
+    buckets 0-1 -> evaluation ("id" or "ood" test)   2-4 -> RL training   5-9 -> warm-up
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from cptlab.domains.registry import Benchmark, register_benchmark
+
+BUCKETS = {"id": range(0, 2), "ood": range(0, 2), "train": range(2, 5), "pretrain": range(5, 10)}
+# World facts (fact tables, tool catalogues) are fixed like a real dataset's content; the
+# `seed` of a split only chooses which items are drawn.
+WORLD_SEED = 20260711
+
+
+@dataclass(frozen=True)
+class Item:
+    """One synthetic problem before it becomes a canonical row."""
+
+    key: str
+    user: str
+    answer: str
+    solution: str
+    system: str | None = None
+    metadata: dict = field(default_factory=dict)
+
+
+MakeItem = Callable[[random.Random, str], Item]
+
+
+def bucket_of(key: str) -> int:
+    return int(hashlib.sha256(key.encode()).hexdigest()[:8], 16) % 10
+
+
+def generate_rows(
+    benchmark: str,
+    domain: str,
+    split: str,
+    forms: tuple[str, ...],
+    make_item: MakeItem,
+    n: int,
+    seed: int,
+) -> list[dict]:
+    """Draw `n` distinct items of the given forms (cycled) whose keys fall in `split`'s bucket."""
+    rng = random.Random(f"{benchmark}/{seed}")
+    bucket = BUCKETS[split]
+    rows: list[dict] = []
+    seen: set[str] = set()
+    attempts = 0
+    while len(rows) < n:
+        attempts += 1
+        if attempts > 200 * n + 10_000:
+            raise ValueError(
+                f"benchmark {benchmark}: only {len(rows)} distinct items found for n={n}; "
+                "the item space of this domain is too small for that many rows"
+            )
+        form = forms[len(rows) % len(forms)]
+        item = make_item(rng, form)
+        full_key = f"{domain}/{form}/{item.key}"
+        if full_key in seen or bucket_of(full_key) not in bucket:
+            continue
+        seen.add(full_key)
+        prompt = [{"role": "system", "content": item.system}] if item.system else []
+        prompt.append({"role": "user", "content": item.user})
+        rows.append(
+            {
+                "id": f"{benchmark}-{len(rows):05d}",
+                "domain": domain,
+                "benchmark": benchmark,
+                "prompt": prompt,
+                "answer": item.answer,
+                "metadata": {**item.metadata, "form": form, "solution": item.solution},
+            }
+        )
+    return rows
+
+
+def register_domain(
+    domain: str,
+    make_item: MakeItem,
+    verifiers: dict[str, str],
+    descriptions: dict[str, str],
+) -> None:
+    """Register a synthetic domain's splits.
+
+    `verifiers` maps a form ("id", "ood") to its verifier. A domain with an "id" form gets
+    <domain>_train, <domain>_id and, if it has an "ood" form, <domain>_ood; one with only an
+    "ood" form (never trained) gets <domain>_ood. Every domain gets <domain>_pretrain, the
+    warm-up mixture of all its forms, whose rows carry their form's verifier in metadata.
+    """
+    forms = tuple(verifiers)
+    splits = [("train", "id"), ("id", "id"), ("ood", "ood")]
+    for split, form in splits:
+        if form not in verifiers:
+            continue
+        name = f"{domain}_{split}"
+        register_benchmark(
+            Benchmark(
+                name=name,
+                domain=domain,
+                split=split,
+                verifier=verifiers[form],
+                loader=_loader(name, domain, split, (form,), make_item),
+                description=descriptions[form],
+            )
+        )
+    name = f"{domain}_pretrain"
+    register_benchmark(
+        Benchmark(
+            name=name,
+            domain=domain,
+            split="pretrain",
+            verifier=verifiers[forms[0]],
+            loader=_loader(name, domain, "pretrain", forms, make_item, verifiers),
+            description=f"warm-up mixture of the {domain} forms {list(forms)}",
+        )
+    )
+
+
+def _loader(name, domain, split, forms, make_item, verifiers=None):
+    def load(n: int | None = None, seed: int = 0) -> list[dict]:
+        if n is None:
+            raise ValueError(f"benchmark {name}: synthetic data needs a size n")
+        rows = generate_rows(name, domain, split, forms, make_item, n, seed)
+        if verifiers:
+            for row in rows:
+                row["metadata"]["verifier"] = verifiers[row["metadata"]["form"]]
+        return rows
+
+    return load
+
+
+def syllable_names(rng: random.Random, count: int, syllables: tuple[str, ...], parts=(2, 3)):
+    """`count` distinct invented words, e.g. 'velorite'."""
+    names: list[str] = []
+    while len(names) < count:
+        word = "".join(rng.choice(syllables) for _ in range(rng.choice(parts)))
+        if word not in names:
+            names.append(word)
+    return names

@@ -1,0 +1,91 @@
+"""The benchmark registry: one declarative entry per benchmark split."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from cptlab.rows import RowError, validate_row
+from cptlab.verifiers import VERIFIERS
+
+SPLITS = ("train", "id", "ood", "pretrain")
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """One benchmark split.
+
+    name:        registry key, used in configs and file names (e.g. "math_id", "aime").
+    domain:      the domain it measures (math, science, tool, code, logic, knowledge).
+    split:       "train" (RL training prompts), "id" / "ood" (evaluation), or "pretrain"
+                 (the synthetic warm-up mixture of the embedded base model).
+    verifier:    name of a registered verifier (cptlab.verifiers.VERIFIERS).
+    loader:      called as loader(n=..., seed=..., **options) -> iterable of canonical rows;
+                 a generator for synthetic data, a file/HF `datasets` reader for real data.
+    description: one line for reports.
+    defaults:    default loader options (overridable from the config).
+    """
+
+    name: str
+    domain: str
+    split: str
+    verifier: str
+    loader: Callable[..., Iterable[dict]]
+    description: str = ""
+    defaults: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.split not in SPLITS:
+            raise ValueError(f"benchmark {self.name}: split {self.split!r} not in {SPLITS}")
+        if self.verifier not in VERIFIERS:
+            raise ValueError(f"benchmark {self.name}: unknown verifier {self.verifier!r}")
+
+
+BENCHMARKS: dict[str, Benchmark] = {}
+
+
+def register_benchmark(benchmark: Benchmark) -> Benchmark:
+    if benchmark.name in BENCHMARKS:
+        raise ValueError(f"benchmark {benchmark.name!r} registered twice")
+    BENCHMARKS[benchmark.name] = benchmark
+    return benchmark
+
+
+def get_benchmark(name: str) -> Benchmark:
+    try:
+        return BENCHMARKS[name]
+    except KeyError:
+        raise KeyError(f"unknown benchmark {name!r}; known: {sorted(BENCHMARKS)}") from None
+
+
+def benchmarks_of(domain: str, split: str | None = None) -> list[Benchmark]:
+    found = [
+        b for b in BENCHMARKS.values() if b.domain == domain and (split is None or b.split == split)
+    ]
+    if not found:
+        domains = sorted({b.domain for b in BENCHMARKS.values()})
+        raise KeyError(f"unknown domain {domain!r} (split={split}); known: {domains}")
+    return found
+
+
+def load_benchmark(name: str, n: int | None = None, seed: int = 0, **options: Any) -> list[dict]:
+    """Load a benchmark's rows, validated; errors name the benchmark, row index and problem.
+
+    Row ids must be unique: a duplicate is an error, never a silent drop.
+    """
+    benchmark = get_benchmark(name)
+    rows = []
+    seen: set[str] = set()
+    for i, row in enumerate(benchmark.loader(n=n, seed=seed, **{**benchmark.defaults, **options})):
+        validate_row(row, where=f"benchmark {name} row {i}")
+        if row["id"] in seen:
+            raise RowError(f"benchmark {name} row {i}: duplicate id {row['id']!r}")
+        if row["benchmark"] != name or row["domain"] != benchmark.domain:
+            raise RowError(
+                f"benchmark {name} row {i} (id={row['id']!r}): labelled "
+                f"{row['benchmark']}/{row['domain']}, expected {name}/{benchmark.domain}"
+            )
+        seen.add(row["id"])
+        rows.append(row)
+    return rows

@@ -1,0 +1,72 @@
+"""Batched generation with the KV cache (HF `generate`), the embedded-scale backend."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from transformers import PreTrainedModel, PreTrainedTokenizerFast
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """How to decode. n > 1 or temperature > 0 samples; temperature 0 is greedy (n must be 1)."""
+
+    n: int = 1
+    temperature: float = 0.0
+    top_p: float = 1.0
+    max_new_tokens: int = 64
+
+    def __post_init__(self) -> None:
+        if self.temperature == 0 and self.n != 1:
+            raise ValueError("greedy decoding (temperature 0) gives one completion: set n=1")
+
+
+@torch.no_grad()
+def generate(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerFast,
+    prompts: list[list[dict]],
+    sampling: Sampling,
+    seed: int = 0,
+    batch_size: int = 64,
+) -> list[list[str]]:
+    """Completions for each chat prompt: a list of `sampling.n` strings per prompt.
+
+    Prompts are sorted by length so that batches carry little padding; each batch reseeds from
+    (seed, batch index), so results do not depend on what ran before.
+    """
+    texts = [
+        tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True)
+        for p in prompts
+    ]
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+    results: list[list[str]] = [[] for _ in texts]
+    was_training = model.training
+    model.eval()
+    per_batch = max(1, batch_size // sampling.n)
+    for b, start in enumerate(range(0, len(order), per_batch)):
+        index = order[start : start + per_batch]
+        encoded = tokenizer(
+            [texts[i] for i in index], return_tensors="pt", padding=True, add_special_tokens=False
+        )
+        torch.manual_seed(seed * 100_003 + b)
+        sample = sampling.temperature > 0
+        output = model.generate(
+            **encoded,
+            do_sample=sample,
+            temperature=sampling.temperature if sample else None,
+            top_p=sampling.top_p if sample else None,
+            top_k=0 if sample else None,
+            num_return_sequences=sampling.n,
+            max_new_tokens=sampling.max_new_tokens,
+            pad_token_id=tokenizer.pad_token_id,
+            eos_token_id=tokenizer.eos_token_id,
+        )
+        completions = tokenizer.batch_decode(
+            output[:, encoded["input_ids"].shape[1] :], skip_special_tokens=True
+        )
+        for j, i in enumerate(index):
+            results[i] = completions[j * sampling.n : (j + 1) * sampling.n]
+    model.train(was_training)
+    return results

@@ -1,0 +1,53 @@
+"""Atomic artifact writing: data goes to a temporary name then is renamed; a manifest written
+last marks a folder as complete."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+MANIFEST = "manifest.json"
+
+
+def atomic_write_text(path: str | Path, text: str | Iterable[str]) -> Path:
+    """Write text (or an iterable of chunks) to `path` atomically (temp file + rename)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            if isinstance(text, str):
+                handle.write(text)
+            else:
+                handle.writelines(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def atomic_write_json(path: str | Path, obj: Any) -> Path:
+    return atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def write_manifest(folder: str | Path, info: dict) -> Path:
+    """Write `manifest.json` into `folder`; call it last, after every other file is in place."""
+    return atomic_write_json(Path(folder) / MANIFEST, info)
+
+
+def read_manifest(folder: str | Path) -> dict:
+    path = Path(folder) / MANIFEST
+    if not path.exists():
+        raise FileNotFoundError(f"{folder}: no {MANIFEST}; the artifact is incomplete")
+    return json.loads(path.read_text())
+
+
+def is_complete(folder: str | Path) -> bool:
+    return (Path(folder) / MANIFEST).exists()

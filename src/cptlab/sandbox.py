@@ -1,0 +1,898 @@
+"""Hardened runner for untrusted, model-written Python programs.
+
+Every call of :func:`run_python` runs one program in a fresh, throw-away process tree:
+
+    trainer --(vfork+exec)--> launcher A --fork--> init B (PID 1 of new namespaces)
+                                                     --fork--> C: limits, drop uid, exec python
+
+* A is a tiny ``python -I -S`` process (root, or the caller's uid). It unshares new mount, PID,
+  network and IPC namespaces (as root directly; otherwise inside a new user namespace).
+* B is PID 1 of the new PID namespace. It makes every mount read-only, mounts a size-capped tmpfs
+  on the per-run work folder, a fresh ``/proc`` and a private ``/dev/shm``, then forks C and
+  reaps. When C exits B SIGKILLs everything left in the namespace, so daemonised grandchildren
+  (``setsid``, double fork) die with the program; if A or B is killed the kernel tears the whole
+  namespace down (B has PDEATHSIG=SIGKILL, and an init's death kills its namespace).
+* C applies the rlimits, drops to a fresh unprivileged uid (root only), sets no_new_privs,
+  installs a seccomp filter (no non-AF_UNIX sockets, no namespace/mount/bpf/io_uring/ptrace
+  syscalls) and execs the interpreter on ``main.py`` in the work folder.
+
+When namespaces are unavailable (e.g. a container without CAP_SYS_ADMIN, or a laptop with user
+namespaces disabled) the runner degrades: A supervises C directly as a child subreaper and kills
+left-over processes by uid (root) or by walking its descendants (non-root); see
+:func:`active_protections` for what a given machine actually gets, and docs/sandbox.md for the
+threat model.
+
+The trainer calls this thousands of times per RL step, so the launcher avoids every import it can
+(its code is shipped pre-compiled through marshal; it imports only ctypes, resource, struct) and
+the parent uses vfork (no ``preexec_fn``).
+"""
+
+from __future__ import annotations
+
+import inspect
+import marshal
+import math
+import os
+import random
+import select
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+
+__all__ = ["Limits", "RunResult", "active_protections", "run_python"]
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits for one run. Defaults suit a short competitive-programming solution."""
+
+    cpu_seconds: float = 1.0  # RLIMIT_CPU (rounded up to whole seconds; SIGXCPU -> "timeout")
+    wall_seconds: float = 3.0  # wall clock; then kill the whole process tree
+    memory_mb: int = 256  # address-space limit (RLIMIT_AS)
+    max_processes: int = 32  # process/thread count limit (RLIMIT_NPROC of a per-run uid)
+    max_output_bytes: int = 65536  # stdout and stderr cap each; beyond it: kill, "output_limit"
+    max_file_bytes: int = 1 << 20  # RLIMIT_FSIZE
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What happened. ``status`` is one of: "ok" (exit 0), "error" (nonzero exit/exception),
+    "timeout" (wall clock or CPU limit), "memory" (MemoryError), "output_limit", "killed"
+    (died by a signal) or "sandbox_error" (the sandbox itself failed; not the program's fault)."""
+
+    status: str
+    returncode: int | None
+    stdout: str
+    stderr: str
+    wall_seconds: float
+
+
+# Size of the tmpfs that backs the work folder and the private /dev/shm (namespace mode).
+_TMPFS_BYTES = 32 << 20
+_TMPFS_INODES = 4096
+# Per-run sandbox uids are drawn from this range (root only), so RLIMIT_NPROC counts only this
+# run's processes and a kill-by-uid can never hit anything else.
+_UID_RANGE = (1_500_000_000, 1_600_000_000)
+_FALLBACK_UID = 65534  # nobody: used when the uid map is restricted (rootless containers)
+# Protections the tests may switch off to exercise the fallback paths. Never set in production.
+_disabled: frozenset[str] = frozenset()
+
+_BASE_ENV = {
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "LANG": "C.UTF-8",
+    "PYTHONHASHSEED": "0",
+    "PYTHONIOENCODING": "utf-8",
+    "PYTHONUTF8": "1",
+    "PYTHONDONTWRITEBYTECODE": "1",
+}
+
+# Runs as the program's `__main__` (python -S -c ...). It restores exit()/quit() (which `-S`
+# drops but model code uses), makes sys.argv/__file__ look like `python main.py`, and hides its
+# own frame from tracebacks so that stderr looks exactly like a plain script run.
+_BOOTSTRAP = """\
+import sys as _s, builtins as _b
+class _Quitter:
+    def __init__(self, name):
+        self.name = name
+    def __repr__(self):
+        return f"Use {self.name}() to exit"
+    def __call__(self, code=None):
+        raise SystemExit(code)
+_b.exit, _b.quit = _Quitter("exit"), _Quitter("quit")
+def _hook(t, v, tb, _me=_s._getframe().f_code, _orig=_s.excepthook):
+    if tb is not None and tb.tb_frame.f_code is _me:
+        tb = tb.tb_next
+        if isinstance(v, BaseException):
+            v.__traceback__ = tb
+    _orig(t, v, tb)
+_s.excepthook = _hook
+__file__ = "main.py"
+_s.argv[:] = [__file__]
+with open(__file__, "rb") as _f:
+    _code = compile(_f.read(), __file__, "exec")
+del _s, _b, _Quitter, _hook, _f
+exec(globals().pop("_code"))
+"""
+
+_LAUNCHER_STUB = "import marshal,sys;exec(marshal.loads(bytes.fromhex(sys.argv[1])))"
+
+
+def _launcher_main() -> None:  # pragma: no cover - runs in the launcher process, not in pytest
+    """Body of the launcher process A (and, after forks, of B and C).
+
+    Self-contained on purpose: its source is compiled in the parent and shipped via marshal, so
+    it may use only what it imports itself. Messages to the parent go over the status pipe as
+    lines "P <protection> 0|1", "X <wait status> <cpu seconds>" and "E <sandbox error>".
+    """
+    import _signal as signal  # the `signal` module imports enum: ~4 ms of startup
+    import ctypes
+    import marshal
+    import os
+    import resource
+    import struct
+    import sys
+
+    cfg = marshal.loads(bytes.fromhex(sys.argv[2]))
+    status_fd = cfg["status_fd"]
+    os.set_inheritable(status_fd, False)
+    workdir = cfg["workdir"]
+    uid = cfg["uid"]  # the sandbox uid when we are root, else None
+    disabled = cfg["disabled"]
+    is_root = uid is not None
+    os.umask(0o022)
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mount.argtypes = (
+        ctypes.c_char_p,
+        ctypes.c_char_p,
+        ctypes.c_char_p,
+        ctypes.c_ulong,
+        ctypes.c_char_p,
+    )
+    libc.prctl.argtypes = (ctypes.c_int,) + (ctypes.c_ulong,) * 4
+    libc.unshare.argtypes = (ctypes.c_int,)
+
+    pr_set_pdeathsig, pr_set_dumpable, pr_set_seccomp = 1, 4, 22
+    pr_set_child_subreaper, pr_set_no_new_privs = 36, 38
+    ms_rdonly, ms_nosuid, ms_nodev, ms_noexec = 1, 2, 4, 8
+    ms_remount, ms_bind, ms_move, ms_rec, ms_private = 32, 4096, 8192, 16384, 1 << 18
+    clone_newns, clone_newipc, clone_newuser = 0x20000, 0x08000000, 0x10000000
+    clone_newpid, clone_newnet = 0x20000000, 0x40000000
+
+    def say(kind, text):
+        os.write(status_fd, f"{kind} {text}\n".encode())
+
+    def protect(**flags):
+        say("P", " ".join(f"{k}={int(bool(v))}" for k, v in flags.items()))
+
+    def check(ret, what):
+        if ret != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"{what}: {os.strerror(err)}")
+
+    def enc(s):
+        return None if s is None else s.encode()
+
+    def mount(src, target, fstype, flags, data=None):
+        check(libc.mount(enc(src), enc(target), enc(fstype), flags, enc(data)), f"mount {target}")
+
+    def seccomp_filter():
+        """BPF program: deny non-AF_UNIX sockets, namespace/mount/bpf/io_uring/ptrace/keyring
+        syscalls and foreign syscall ABIs; clone3 gets ENOSYS so libc falls back to clone,
+        whose flags (unlike clone3's) the filter can inspect."""
+        machine = os.uname().machine
+        if machine == "x86_64":
+            arch, socket_nr, clone_nr = 0xC000003E, 41, 56
+            denied = [272, 308, 165, 166, 155, 161, 101, 321, 298, 323, 250, 248, 249, 246]
+            denied += [175, 313, 310, 311]
+        elif machine == "aarch64":
+            arch, socket_nr, clone_nr = 0xC00000B7, 198, 220
+            denied = [97, 268, 40, 39, 41, 51, 117, 280, 241, 282, 219, 217, 218, 104]
+            denied += [105, 273, 270, 271]
+        else:
+            return None
+        denied += [425, 426, 427, 428, 429, 430, 431, 432, 433, 442]  # io_uring, new mount API
+        ld, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06
+        allow, eperm, enosys = 0x7FFF0000, 0x00050000 | 1, 0x00050000 | 38
+        prog = [(ld, 0, 0, 4), (jeq, 0, "deny", arch), (ld, 0, 0, 0)]
+        if machine == "x86_64":
+            prog.append((jge, "deny", 0, 0x40000000))  # x32 ABI
+        prog += [(jeq, "deny", 0, nr) for nr in denied]
+        prog += [
+            (jeq, "enosys", 0, 435),
+            (jeq, "socket", 0, socket_nr),
+            (jeq, "clone", 0, clone_nr),
+            (ret, 0, 0, allow),
+            ("socket", ld, 0, 0, 16),
+            (jeq, "allow", "deny", 1),  # AF_UNIX
+            ("clone", ld, 0, 0, 16),
+            (jset, "deny", "allow", 0x7E020000),  # CLONE_NEW{NS,CGROUP,UTS,IPC,USER,PID,NET}
+            ("allow", ret, 0, 0, allow),
+            ("deny", ret, 0, 0, eperm),
+            ("enosys", ret, 0, 0, enosys),
+        ]
+        labels, rows = {}, []
+        for ins in prog:
+            if isinstance(ins[0], str):
+                labels[ins[0]] = len(rows)
+                ins = ins[1:]
+            rows.append(ins)
+        blob = b""
+        for i, (code, jt, jf, k) in enumerate(rows):
+            jt = labels[jt] - i - 1 if isinstance(jt, str) else jt
+            jf = labels[jf] - i - 1 if isinstance(jf, str) else jf
+            blob += struct.pack("=HBBI", code, jt, jf, k)
+        return blob
+
+    def remount_all_readonly():
+        """Read-only bind-remount of every mount in our private mount namespace. Keeps the
+        nosuid/nodev/noexec flags, which a user namespace is not allowed to clear."""
+        pseudo = {"proc", "sysfs", "cgroup", "cgroup2", "devpts", "mqueue", "securityfs"}
+        pseudo |= {"debugfs", "tracefs", "pstore", "bpf", "fusectl", "configfs", "hugetlbfs"}
+        pseudo |= {"binfmt_misc", "autofs", "nsfs", "efivarfs", "rpc_pipefs"}
+        ok = True
+        with open("/proc/self/mountinfo", "rb") as f:
+            lines = f.read().decode("latin-1").splitlines()
+        for line in lines:
+            fields = line.split(" ")
+            point = fields[4]
+            if "\\" in point:  # mountinfo escapes space, tab, newline and backslash as octal
+                raw = point.encode("latin-1").decode("unicode_escape").encode("latin-1")
+                point = os.fsdecode(raw)
+            fstype = fields[fields.index("-") + 1]
+            try:
+                st = os.statvfs(point).f_flag
+                keep = st & (ms_nosuid | ms_nodev | ms_noexec)
+                mount(None, point, None, ms_remount | ms_bind | ms_rdonly | keep)
+            except (OSError, ValueError):
+                if fstype not in pseudo:
+                    ok = False
+        return ok
+
+    def setup_mounts(source):
+        mount(None, "/", None, ms_rec | ms_private)
+        readonly = "readonly" not in disabled and remount_all_readonly()
+        try:
+            mount("proc", "/proc", "proc", ms_rdonly | ms_nosuid | ms_nodev | ms_noexec)
+            private_proc = True
+        except OSError:
+            private_proc = False
+        opts = f"size={cfg['tmpfs_bytes']},nr_inodes={cfg['tmpfs_inodes']}"
+        if os.path.isdir("/dev/shm"):  # private: multiprocessing's semaphores live there
+            try:
+                mount("tmpfs", "/dev/shm", "tmpfs", ms_nosuid | ms_nodev, opts + ",mode=1777")
+            except OSError:
+                readonly = False
+        os.makedirs(workdir, exist_ok=True)  # hidden if it lived in /dev/shm: recreate it
+        owner = f",uid={uid},gid={uid}" if is_root else ""
+        mount("tmpfs", workdir, "tmpfs", ms_nosuid | ms_nodev, opts + ",mode=0700" + owner)
+        with open(os.path.join(workdir, "main.py"), "wb") as f:
+            f.write(source)
+        # The interpreter may live under a directory the sandbox uid cannot traverse (pyenv in
+        # /root, mode 0700). Re-expose just the interpreter trees there on a 0755 tmpfs.
+        for blocked, needed in cfg["remap"]:
+            staged = []
+            for i, path in enumerate(needed):
+                stage = os.path.join(workdir, f".stage{i}")
+                os.mkdir(stage)
+                mount(path, stage, None, ms_bind | ms_rec)
+                staged.append((stage, path))
+            mount("tmpfs", blocked, "tmpfs", ms_nosuid | ms_nodev, "size=65536,mode=0755")
+            for stage, path in staged:
+                os.makedirs(path, exist_ok=True)
+                mount(stage, path, None, ms_move)
+                os.rmdir(stage)
+                mount(None, path, None, ms_remount | ms_bind | ms_rdonly | ms_nosuid | ms_nodev)
+            mount(None, blocked, None, ms_remount | ms_bind | ms_rdonly | ms_nosuid | ms_nodev)
+        protect(mount_namespace=True, readonly_filesystem=readonly, private_proc=private_proc)
+        protect(private_workdir=True)
+
+    def count_my_tasks():
+        me, total = str(os.getuid()), 0
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    with open(f"/proc/{entry}/status") as f:
+                        text = f.read()
+                except OSError:
+                    continue
+                fields = dict(ln.split(":", 1) for ln in text.splitlines() if ":" in ln)
+                if fields.get("Uid", "").split()[:1] == [me]:
+                    total += int(fields.get("Threads", "1"))
+        return total
+
+    def run_program(in_ns, nproc):
+        """Process C: limits, privilege drop, no_new_privs, seccomp, exec. Never returns."""
+        try:
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(signum, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_SETMASK, set())
+            os.chdir(workdir)
+            cpu = cfg["cpu_seconds"]
+            resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+            resource.setrlimit(resource.RLIMIT_AS, (cfg["memory_bytes"],) * 2)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (cfg["max_file_bytes"],) * 2)
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+            resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+            if is_root:
+                os.setgroups([])
+                os.setresgid(uid, uid, uid)
+                os.setresuid(uid, uid, uid)
+                if os.getuid() != uid or os.geteuid() != uid or os.getgroups():
+                    raise OSError("privilege drop did not take effect")
+            check(libc.prctl(pr_set_no_new_privs, 1, 0, 0, 0), "no_new_privs")
+            seccomp = False
+            if blob is not None and "seccomp" not in disabled:
+                buf = ctypes.create_string_buffer(blob)
+                fprog = struct.pack("HxxxxxxQ", len(blob) // 8, ctypes.addressof(buf))
+                fbuf = ctypes.create_string_buffer(fprog)
+                seccomp = libc.prctl(pr_set_seccomp, 2, ctypes.addressof(fbuf), 0, 0) == 0
+            protect(rlimits=True, process_limit=True, privilege_drop=is_root)
+            protect(no_new_privs=True, seccomp=seccomp)
+            os.execve(cfg["python"], cfg["argv"], cfg["env"])
+        except PermissionError as exc:
+            hint = "interpreter not accessible to the sandbox uid; without a mount namespace it"
+            hint += " must live in a world-readable location (e.g. /usr, /usr/local, /opt)"
+            say("E", f"program setup failed: {exc!r}: {hint}")
+        except BaseException as exc:  # noqa: BLE001 - report anything, then die
+            try:
+                say("E", f"program setup failed: {exc!r}".replace("\n", " "))
+            except OSError:
+                pass
+        os._exit(127)
+
+    def kill_by_uid():
+        """Root fallback: a helper with the sandbox uid kill(-1)s every process of that uid."""
+        helper = os.fork()
+        if helper == 0:
+            try:
+                os.setgroups([])
+                os.setresgid(uid, uid, uid)
+                os.setresuid(uid, uid, uid)
+                for _ in range(1000):
+                    os.kill(-1, signal.SIGKILL)
+            except OSError:
+                pass  # ESRCH: nothing left to kill
+            os._exit(0)
+        os.waitpid(helper, 0)
+
+    def kill_descendants():
+        """Non-root fallback: we are a child subreaper, so every orphan is re-parented to us;
+        kill our children until none are left."""
+        me = os.getpid()
+        for _ in range(2000):
+            try:
+                with open(f"/proc/{me}/task/{me}/children") as f:
+                    kids = [int(p) for p in f.read().split()]
+            except OSError:
+                kids = []
+            if not kids:
+                return
+            for kid in kids:
+                try:
+                    os.kill(kid, signal.SIGKILL)
+                except OSError:
+                    pass
+            reap(block=False)
+
+    def reap(block):
+        while True:
+            try:
+                pid, _ = os.waitpid(-1, 0 if block else os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+
+    def kill_rest(in_ns):
+        if in_ns:  # we are PID 1 of the namespace: kill(-1) reaches everything in it
+            try:
+                os.kill(-1, signal.SIGKILL)
+            except OSError:
+                pass
+        elif cfg["fresh_uid"]:
+            kill_by_uid()
+        else:
+            kill_descendants()
+        reap(block=True)
+
+    def supervise(child, in_ns):
+        status, cpu = None, 0.0
+        while True:
+            try:
+                pid, st, ru = os.wait4(-1, 0)
+            except ChildProcessError:
+                break
+            if pid == child:
+                status, cpu = st, ru.ru_utime + ru.ru_stime
+                break
+        if status is not None:
+            say("X", f"{status} {cpu:.3f}")
+        kill_rest(in_ns)
+        os._exit(0)
+
+    try:
+        blob = seccomp_filter()
+        check(libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0), "pdeathsig")
+        if os.getppid() != cfg["parent_pid"]:
+            os._exit(1)  # the trainer died before we set PDEATHSIG
+        nproc = cfg["max_processes"]
+        in_ns = False
+        if "namespaces" not in disabled:
+            flags = clone_newns | clone_newpid | clone_newnet | clone_newipc
+            if is_root:
+                in_ns = libc.unshare(flags) == 0
+            elif libc.unshare(flags | clone_newuser) == 0:
+                real_uid, real_gid = os.getuid(), os.getgid()
+                for name, text in (
+                    ("setgroups", "deny"),
+                    ("uid_map", f"{real_uid} {real_uid} 1"),
+                    ("gid_map", f"{real_gid} {real_gid} 1"),
+                ):
+                    with open(f"/proc/self/{name}", "w") as f:
+                        f.write(text)
+                in_ns = True
+        # Without a uid drop (user namespace) the program has our uid. Non-dumpable keeps it out
+        # of our /proc/<pid>/{mem,fd} (the status pipe!) and ignoring SIGINT leaves it nothing to
+        # throw at the init; other signals to a namespace init are dropped by the kernel. Both
+        # are inherited by B and undone for C (exec resets dumpable; run_program resets SIGINT).
+        # (Not earlier: a non-dumpable process cannot write its own uid_map.)
+        check(libc.prctl(pr_set_dumpable, 0, 0, 0, 0), "dumpable")
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        protect(
+            separate_process=True,
+            pid_namespace=in_ns,
+            network_namespace=in_ns,
+            ipc_namespace=in_ns,
+            user_namespace=in_ns and not is_root,
+            kill_descendants=in_ns or cfg["fresh_uid"],
+        )
+        kids = []
+
+        def on_term(signum, frame):
+            """The parent's timeout/kill request: take the whole tree down before exiting."""
+            for kid in kids:
+                try:
+                    os.kill(kid, signal.SIGKILL)
+                except OSError:
+                    pass
+            if in_ns:
+                reap(block=True)  # init B is reaped only after its namespace is empty
+            else:
+                kill_rest(False)
+            os._exit(0)
+
+        def fork_child():
+            """fork() with SIGTERM blocked, so that on_term always knows every child."""
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+            pid = os.fork()
+            if pid == 0:
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            else:
+                kids.append(pid)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+            return pid
+
+        signal.signal(signal.SIGTERM, on_term)
+        if in_ns:
+            with open(os.path.join(workdir, "main.py"), "rb") as f:
+                source = f.read()
+            lifeline_r, lifeline_w = os.pipe()
+            if fork_child() == 0:  # B: PID 1 of the new namespaces
+                os.close(lifeline_w)
+                check(libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0), "pdeathsig")
+                os.set_blocking(lifeline_r, False)
+                try:
+                    if os.read(lifeline_r, 1) == b"":
+                        os._exit(1)  # A died before PDEATHSIG was armed
+                except BlockingIOError:
+                    pass
+                os.close(lifeline_r)
+                setup_mounts(source)
+                child = os.fork()
+                if child == 0:
+                    run_program(True, nproc)
+                supervise(child, True)
+            os.close(lifeline_r)
+            reap(block=True)
+            os._exit(0)
+        # Fallback: no namespaces. A supervises C directly as a child subreaper.
+        check(libc.prctl(pr_set_child_subreaper, 1, 0, 0, 0), "subreaper")
+        if is_root:
+            os.chown(workdir, uid, uid)
+        else:
+            nproc += count_my_tasks()  # RLIMIT_NPROC counts all of our uid's tasks
+        protect(mount_namespace=False, readonly_filesystem=False, private_proc=False)
+        protect(private_workdir=False)
+        child = fork_child()
+        if child == 0:
+            run_program(False, nproc)
+        supervise(child, False)
+    except BaseException as exc:  # noqa: BLE001 - report anything, then die
+        try:
+            say("E", f"launcher failed: {exc!r}".replace("\n", " "))
+        except OSError:
+            pass
+        os._exit(1)
+
+
+_launcher_hex: str | None = None
+_launcher_lock = threading.Lock()
+_protections: dict[str, bool] | None = None
+_remap_cache: list[tuple[str, list[str]]] | None = None
+
+
+def _launcher_code_hex() -> str:
+    """The launcher compiled once per parent process: the child skips parsing ~300 lines."""
+    global _launcher_hex
+    if _launcher_hex is None:
+        with _launcher_lock:
+            if _launcher_hex is None:
+                src = inspect.getsource(_launcher_main) + "\n_launcher_main()\n"
+                code = compile(src, "<cptlab-sandbox-launcher>", "exec", dont_inherit=True)
+                _launcher_hex = marshal.dumps(code).hex()
+    return _launcher_hex
+
+
+def _traversable_by_others(path: str) -> bool:
+    """Whether an unrelated uid can reach `path` (every component has o+x)."""
+    parts = os.path.realpath(path).strip("/").split("/")
+    try:
+        return all(
+            os.stat("/" + "/".join(parts[:depth])).st_mode & 0o001
+            for depth in range(len(parts) + 1)
+        )
+    except OSError:
+        return False
+
+
+_workdir_base_cache: list[str | None] = []
+
+
+def _workdir_base() -> str | None:
+    """Where per-run folders go. As root the program runs as another uid, which must reach its
+    folder by absolute path too (TMPDIR, __file__ of subprocesses); some hosts have /tmp 0700."""
+    if not _workdir_base_cache:
+        base = None
+        if os.geteuid() == 0:
+            for candidate in (tempfile.gettempdir(), "/var/tmp", "/dev/shm"):
+                if os.path.isdir(candidate) and _traversable_by_others(candidate):
+                    base = candidate
+                    break
+        _workdir_base_cache.append(base)
+    return _workdir_base_cache[0]
+
+
+def _interpreter_remap() -> list[tuple[str, list[str]]]:
+    """Directories the sandbox uid cannot traverse (mode without o+x) that sit above the
+    interpreter's trees, each with the trees to re-expose below it. Root only."""
+    global _remap_cache
+    if _remap_cache is None:
+        needed = {
+            os.path.realpath(p)
+            for p in (sys.base_prefix, sys.base_exec_prefix, sys.prefix, sys.exec_prefix)
+        }
+        needed.add(os.path.dirname(os.path.dirname(os.path.abspath(sys.executable))))
+        needed.add(os.path.dirname(os.path.dirname(os.path.realpath(sys.executable))))
+        groups: dict[str, list[str]] = {}
+        for path in sorted(needed):
+            parts = path.strip("/").split("/")
+            for depth in range(1, len(parts)):
+                ancestor = "/" + "/".join(parts[:depth])
+                if not os.stat(ancestor).st_mode & 0o001:
+                    groups.setdefault(ancestor, []).append(path)
+                    break
+        # A tree nested in another re-exposed tree comes along with it.
+        _remap_cache = [
+            (blocked, [p for p in paths if not any(p.startswith(q + "/") for q in paths)])
+            for blocked, paths in groups.items()
+        ]
+    return _remap_cache
+
+
+_full_uid_map: bool | None = None
+
+
+def _sandbox_uid() -> int:
+    """A fresh uid per run when the uid map is the full identity (a normal root), so that
+    RLIMIT_NPROC and kill-by-uid concern only this run; else nobody."""
+    global _full_uid_map
+    if _full_uid_map is None:
+        try:
+            with open("/proc/self/uid_map") as f:
+                _full_uid_map = f.read().split() == ["0", "0", "4294967295"]
+        except OSError:
+            _full_uid_map = False
+    return random.randrange(*_UID_RANGE) if _full_uid_map else _FALLBACK_UID
+
+
+def _is_fresh_uid(uid: int | None) -> bool:
+    """Only a per-run uid may be swept (processes killed, files removed) wholesale; never
+    `nobody`, which other software on the host may use."""
+    return uid is not None and _UID_RANGE[0] <= uid < _UID_RANGE[1]
+
+
+def _kill_uid_processes(uid: int) -> None:
+    """Last resort (root, no PID namespace): SIGKILL every process whose real uid is `uid`."""
+    for _ in range(50):
+        found = False
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/status") as f:
+                    line = next(ln for ln in f if ln.startswith("Uid:"))
+                if int(line.split()[1]) == uid:
+                    found = True
+                    os.kill(int(entry), signal.SIGKILL)
+            except (OSError, StopIteration, ValueError):
+                continue
+        if not found:
+            return
+        time.sleep(0.01)
+
+
+_SHARED_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm")
+
+
+def _remove_files_of(uid: int) -> None:
+    """Root without a mount namespace: the sandbox uid could write to the world-writable
+    directories. The uid is fresh for this run, so whatever it owns there is this run's."""
+    for folder in _SHARED_WRITABLE:
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                if entry.stat(follow_symlinks=False).st_uid != uid:
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    _rmtree(entry.path)
+                else:
+                    os.unlink(entry.path)
+            except OSError:
+                continue
+
+
+def _rmtree(path: str) -> None:
+    """Remove the work folder, even if a (non-root) program chmod-ed folders in it to 000.
+
+    Repairs permissions only on real directories at or below `path` (never its parent, never
+    through a symlink); by now no process of the program is alive to race with us.
+    """
+    root = os.path.abspath(path)
+    if not os.path.lexists(root):
+        return
+    if os.geteuid() != 0:  # root ignores permission bits anyway
+        stack = [root]
+        while stack:
+            folder = stack.pop()
+            try:
+                if not stat.S_ISDIR(os.lstat(folder).st_mode):
+                    continue
+                os.chmod(folder, 0o700)
+                with os.scandir(folder) as entries:
+                    stack.extend(e.path for e in entries if e.is_dir(follow_symlinks=False))
+            except OSError:
+                continue
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def _decode(data: bytes | bytearray, cap: int) -> str:
+    return bytes(data[:cap]).decode("utf-8", errors="replace")
+
+
+def _is_memory_error(stderr: bytes | bytearray) -> bool:
+    lines = bytes(stderr[-4096:]).strip().splitlines()
+    return bool(lines) and b"MemoryError" in lines[-1]
+
+
+def run_python(
+    source: str, stdin: str = "", env: dict[str, str] | None = None, limits: Limits = Limits()
+) -> RunResult:
+    """Run `source` as ``python main.py`` in a fresh sandbox and return what happened.
+
+    Never raises for anything the program does: failures of the sandbox itself come back as
+    status "sandbox_error". `env` is added to a minimal clean environment; the caller's own
+    environment never reaches the program. Thread-safe.
+    """
+    start = time.monotonic()
+    try:
+        return _run(source, stdin, env or {}, limits, start)
+    except Exception as exc:  # noqa: BLE001 - the contract is: never raise
+        return RunResult(
+            "sandbox_error", None, "", f"sandbox error: {exc!r}", time.monotonic() - start
+        )
+
+
+def _run(source: str, stdin: str, env: dict[str, str], limits: Limits, start: float) -> RunResult:
+    global _protections
+    is_root = os.geteuid() == 0
+    uid = _sandbox_uid() if is_root else None
+    cap = limits.max_output_bytes
+    workdir = tempfile.mkdtemp(prefix="cptlab-sbx-", dir=_workdir_base())
+    proc: subprocess.Popen[bytes] | None = None
+    status_r = status_w = stdin_fd = -1
+    try:
+        with open(os.path.join(workdir, "main.py"), "wb") as f:
+            f.write(source.encode("utf-8", errors="surrogatepass"))
+        os.chmod(os.path.join(workdir, "main.py"), 0o644)
+        if hasattr(os, "memfd_create"):
+            stdin_fd = os.memfd_create("cptlab-stdin")
+        else:  # pragma: no cover - non-Linux
+            stdin_fd = os.open(workdir, os.O_TMPFILE | os.O_RDWR, 0o600)
+        data = stdin.encode("utf-8", errors="surrogatepass")
+        view = memoryview(data)
+        while view:
+            view = view[os.write(stdin_fd, view) :]
+        os.lseek(stdin_fd, 0, os.SEEK_SET)
+        status_r, status_w = os.pipe()
+        program_env = dict(_BASE_ENV, HOME=workdir, TMPDIR=workdir)
+        program_env.update(env)
+        cfg = {
+            "status_fd": status_w,
+            "parent_pid": os.getpid(),
+            "workdir": workdir,
+            "uid": uid,
+            "fresh_uid": _is_fresh_uid(uid),
+            "disabled": tuple(sorted(_disabled)),
+            "python": sys.executable,
+            "argv": [sys.executable, "-S", "-s", "-B", "-c", _BOOTSTRAP],
+            "env": program_env,
+            "cpu_seconds": max(1, math.ceil(limits.cpu_seconds)),
+            "memory_bytes": int(limits.memory_mb) << 20,
+            "max_file_bytes": int(limits.max_file_bytes),
+            "max_processes": int(limits.max_processes),
+            "tmpfs_bytes": _TMPFS_BYTES,
+            "tmpfs_inodes": _TMPFS_INODES,
+            "remap": _interpreter_remap() if is_root else [],
+        }
+        argv = [sys.executable, "-I", "-S", "-c", _LAUNCHER_STUB, _launcher_code_hex()]
+        argv.append(marshal.dumps(cfg).hex())
+        proc = subprocess.Popen(
+            argv,
+            stdin=stdin_fd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            pass_fds=(status_w,),
+            env={"PATH": _BASE_ENV["PATH"], "LANG": "C.UTF-8"},
+            cwd=workdir,
+            start_new_session=True,
+            close_fds=True,
+        )
+        os.close(status_w)
+        status_w = -1
+        os.close(stdin_fd)
+        stdin_fd = -1
+        assert proc.stdout is not None and proc.stderr is not None
+        out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
+        bufs = {out_fd: bytearray(), err_fd: bytearray(), status_r: bytearray()}
+        poller = select.poll()
+        for fd in bufs:
+            poller.register(fd, select.POLLIN)
+        open_fds = set(bufs)
+        deadline = start + limits.wall_seconds
+        grace: float | None = None  # set once the launcher is gone
+        reason = None
+        while open_fds and reason is None:
+            now = time.monotonic()
+            if now >= deadline:
+                reason = "timeout"
+                break
+            if status_r not in open_fds:
+                # The launcher has exited; only escaped processes (possible in the non-root
+                # fallback) can still hold the output pipes. Give in-flight data a moment.
+                grace = grace if grace is not None else now + 0.1
+                if now >= grace:
+                    break
+            wait_until = deadline if grace is None else min(deadline, grace)
+            for fd, _ in poller.poll(max(1, int((wait_until - now) * 1000) + 1)):
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    poller.unregister(fd)
+                    open_fds.discard(fd)
+                    continue
+                buf = bufs[fd]
+                if fd == status_r:
+                    buf += chunk
+                elif len(buf) + len(chunk) > cap:
+                    buf += chunk[: cap + 1 - len(buf)]
+                    reason = "output_limit"
+                else:
+                    buf += chunk
+        messages = _parse_status(bufs[status_r])
+        if reason is not None or open_fds:  # over a limit, or escapees still hold our pipes
+            _kill_tree(proc, messages["protections"], uid)
+        proc.wait()
+        wall = time.monotonic() - start
+        if messages["protections"]:
+            _protections = dict(messages["protections"])
+        if _is_fresh_uid(uid) and not messages["protections"].get("mount_namespace", False):
+            _remove_files_of(uid)
+        stdout, stderr = _decode(bufs[out_fd], cap), _decode(bufs[err_fd], cap)
+        if reason is not None:
+            return RunResult(reason, None, stdout, stderr, wall)
+        if messages["error"]:
+            return RunResult("sandbox_error", None, stdout, stderr + messages["error"], wall)
+        if messages["exit"] is None:
+            note = f"sandbox error: launcher exited with {proc.returncode} without a verdict"
+            return RunResult("sandbox_error", None, stdout, stderr + note, wall)
+        raw, cpu = messages["exit"]
+        if os.WIFSIGNALED(raw):
+            sig = os.WTERMSIG(raw)
+            hit_cpu = sig == signal.SIGXCPU or (sig == signal.SIGKILL and cpu >= limits.cpu_seconds)
+            return RunResult("timeout" if hit_cpu else "killed", -sig, stdout, stderr, wall)
+        code = os.WEXITSTATUS(raw)
+        if code == 0:
+            return RunResult("ok", 0, stdout, stderr, wall)
+        status = "memory" if _is_memory_error(bufs[err_fd]) else "error"
+        return RunResult(status, code, stdout, stderr, wall)
+    finally:
+        for fd in (status_w, stdin_fd, status_r):
+            if fd >= 0:
+                os.close(fd)
+        if proc is not None:
+            if proc.poll() is None:  # only on an exception above (e.g. KeyboardInterrupt)
+                _kill_tree(proc, {}, uid)
+                proc.wait()
+            for stream in (proc.stdout, proc.stderr):
+                if stream is not None:
+                    stream.close()
+        _rmtree(workdir)
+
+
+def _parse_status(buf: bytes | bytearray) -> dict:
+    """Parse the launcher's status lines (see `_launcher_main`)."""
+    result: dict = {"protections": {}, "exit": None, "error": ""}
+    for line in bytes(buf).decode("utf-8", "replace").splitlines():
+        kind, _, rest = line.partition(" ")
+        if kind == "P":
+            for item in rest.split():
+                name, _, value = item.partition("=")
+                result["protections"][name] = value == "1"
+        elif kind == "X":
+            raw, cpu = rest.split()
+            result["exit"] = (int(raw), float(cpu))
+        elif kind == "E":
+            result["error"] += f"sandbox error: {rest}\n"
+    return result
+
+
+def _kill_tree(
+    proc: subprocess.Popen[bytes], protections: dict[str, bool], uid: int | None
+) -> None:
+    """Kill the launcher and everything below it, and return once that is done.
+
+    SIGTERM asks the launcher to do it: with a PID namespace it SIGKILLs the init, whose death
+    the kernel completes only once the namespace is empty; without one it kills by uid (root)
+    or as child subreaper. If the launcher does not finish in time we SIGKILL its process group
+    (the init then dies by PDEATHSIG and the kernel still empties the namespace) and, as root
+    without a PID namespace, sweep the sandbox uid ourselves.
+    """
+    if proc.poll() is None:
+        try:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=2.0)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        pass
+    if _is_fresh_uid(uid) and not protections.get("pid_namespace"):
+        _kill_uid_processes(uid)
+
+
+def active_protections() -> dict[str, bool]:
+    """Which protections the sandbox actually got on this machine, as reported by the launcher
+    of the latest run (runs a trivial probe program the first time). See docs/sandbox.md."""
+    if _protections is None:
+        run_python("pass")
+    return dict(_protections or {})

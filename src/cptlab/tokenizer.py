@@ -1,0 +1,41 @@
+"""A byte-level BPE tokenizer trained locally (no hub), with the ChatML chat template."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import PreTrainedTokenizerFast
+
+from cptlab.chat import BOS, CHAT_TEMPLATE, IM_END, PAD, SPECIAL_TOKENS
+
+
+def train_tokenizer(texts: Iterable[str], vocab_size: int) -> PreTrainedTokenizerFast:
+    """Train a byte-level BPE on `texts`; deterministic for the same texts and size."""
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=list(SPECIAL_TOKENS),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tokenizer.train_from_iterator(texts, trainer=trainer)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer,
+        bos_token=BOS,
+        eos_token=IM_END,
+        pad_token=PAD,
+        unk_token=None,
+    )
+    fast.chat_template = CHAT_TEMPLATE
+    fast.padding_side = "left"  # decoder-only generation pads on the left
+    return fast
+
+
+def load_tokenizer(path: str) -> PreTrainedTokenizerFast:
+    """Load a locally trained tokenizer (AutoTokenizer may swap in another class)."""
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(path)
+    tokenizer.padding_side = "left"  # not always restored from tokenizer_config.json
+    return tokenizer

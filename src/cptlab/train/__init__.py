@@ -1,0 +1,27 @@
+"""One continual-learning stage with GRPO or SDPO on TRL.
+
+    spec.py      method + training settings (defaults, validation against schema_fragment.yaml)
+    rewards.py   the verifier as a TRL reward function (reasons counted, never raises)
+    monitor.py   collapse monitor and the errors that stop a stage
+    probe.py     KL to the stage start on a fixed probe
+    mixin.py     per-step log line, timing, non-finite checks (shared by both trainers)
+    grpo.py      CptGRPOTrainer (TRL GRPOTrainer + mixin)
+    sdpo.py      CptSDPOConfig / CptSDPOTrainer (subclass of TRL's experimental SDPOTrainer)
+    state.py     the resumable state folder
+    stage.py     train_stage(): the whole stage
+    cli.py       the `train-stage` subcommand
+"""
+
+from cptlab.train.monitor import CollapseError, NonFiniteError, StageError
+from cptlab.train.spec import StageSettings, resolve_stage
+from cptlab.train.stage import build_trainer, train_stage
+
+__all__ = [
+    "CollapseError",
+    "NonFiniteError",
+    "StageError",
+    "StageSettings",
+    "build_trainer",
+    "resolve_stage",
+    "train_stage",
+]

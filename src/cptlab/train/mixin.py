@@ -1,0 +1,141 @@
+"""What both cptlab trainers add to TRL's: the per-step log line, step timing, KL to the stage
+start, the collapse monitor's decisions and the non-finite checks."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from accelerate.utils import gather_object
+
+from cptlab.train.monitor import CollapseError, CollapseMonitor, NonFiniteError
+from cptlab.train.probe import KLProbe
+from cptlab.train.rewards import VerifierReward, merge_step_stats
+
+log = logging.getLogger(__name__)
+
+# TRL metric -> the common name both trainers' log lines carry (analysis reads these).
+ALIASES = {
+    "self_distillation/reprompt_sample_fraction": "reprompt_fraction",
+    "self_distillation/success_group_fraction": "success_group_fraction",
+    "self_distillation/distillation_loss": "distillation_loss",
+}
+
+
+@dataclass
+class StageRecorder:
+    """The per-stage state the trainer mixin reads and writes.
+
+    Parameters:
+        log_path (`Path`): the JSONL log written during training (one line per step), in the
+            state folder so that it survives a kill; lines past a resumed checkpoint are dropped.
+        reward (`VerifierReward`): the reward function (reward and reason statistics).
+        monitor (`CollapseMonitor`): collapse statistics and thresholds.
+        probe (`KLProbe | None`): the fixed probe for KL to the stage start.
+        success_threshold (`float`): reward counted as a success.
+    """
+
+    log_path: Path
+    reward: VerifierReward
+    monitor: CollapseMonitor
+    probe: KLProbe | None = None
+    success_threshold: float = 1.0
+    # outcome
+    stopped: dict | None = None
+    step_started: float | None = field(default=None, repr=False)
+
+
+class StageTrainerMixin:
+    """Mixed into TRL trainers (first in the bases). Needs `self.recorder` (a StageRecorder)."""
+
+    recorder: StageRecorder
+
+    # ----- timing and non-finite checks -------------------------------------------------------
+
+    def training_step(self, model, inputs, num_items_in_batch=None):
+        accumulation = self.args.gradient_accumulation_steps
+        if self._step % accumulation == 0:
+            self.recorder.step_started = time.perf_counter()
+        loss = super().training_step(model, inputs, num_items_in_batch)
+        if not torch.isfinite(loss).all():
+            raise NonFiniteError(
+                f"non-finite loss ({loss.detach().float().cpu().tolist()}) at step "
+                f"{self.state.global_step + 1} (micro-batch {(self._step - 1) % accumulation + 1}"
+                f" of {accumulation}); the last good checkpoint is in {self.args.output_dir}"
+            )
+        return loss
+
+    def _get_grad_norm(self, model, grad_norm=None):
+        # Runs after clipping and before optimizer.step(): the weights are still finite here.
+        grad_norm = super()._get_grad_norm(model, grad_norm=grad_norm)
+        value = float(grad_norm) if grad_norm is not None else 0.0
+        if not math.isfinite(value):
+            raise NonFiniteError(
+                f"non-finite gradient norm ({value}) at step {self.state.global_step + 1}; "
+                f"the last good checkpoint is in {self.args.output_dir}"
+            )
+        return grad_norm
+
+    # ----- the per-step log line --------------------------------------------------------------
+
+    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        rec = self.recorder
+        is_step = "loss" in logs and self.model.training
+        if not is_step:
+            return super().log(logs, start_time)
+        step = self.state.global_step
+        if "grad_norm" in logs and logs["grad_norm"] is not None:
+            if not math.isfinite(float(logs["grad_norm"])):  # e.g. DeepSpeed, checked late
+                raise NonFiniteError(f"non-finite gradient norm at step {step}")
+        extra: dict[str, float] = {}
+        if rec.step_started is not None:
+            extra["step_seconds"] = time.perf_counter() - rec.step_started
+        stats = gather_object([rec.reward.take_step_stats(rec.success_threshold)])
+        reward_metrics, reasons = merge_step_stats(stats)
+        extra.update(reward_metrics)
+        extra.update(rec.monitor.step_metrics(gather_object([rec.monitor.take_batch()])))
+        if rec.probe is not None and step % rec.probe.every == 0:
+            extra.update(rec.probe.measure(self.model))
+        logs.update(extra)
+        super().log(logs, start_time)  # TRL adds its metrics to `logs` here
+        record = dict(self.state.log_history[-1])
+        for source, alias in ALIASES.items():
+            if source in record:
+                record[alias] = record[source]
+        record["reasons"] = reasons
+        if self.is_world_process_zero():
+            _append_line(rec.log_path, record)
+
+        action = rec.monitor.judge(step, record)
+        if action == "warn":
+            log.warning("%s", rec.monitor.message)
+        elif action == "error":
+            raise CollapseError(rec.monitor.message)
+        elif action == "stop":
+            log.error("%s: stopping the stage", rec.monitor.message)
+            rec.stopped = {
+                "step": step,
+                "message": rec.monitor.message,
+                "last_ok_step": rec.monitor.last_ok_step,
+            }
+            self.control.should_training_stop = True
+            self.control.should_save = False  # never checkpoint the collapsed weights
+
+
+def _append_line(path: Path, record: dict) -> None:
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(json.dumps(record, sort_keys=True, default=_jsonable) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def _jsonable(value):
+    if isinstance(value, torch.Tensor):
+        return value.item() if value.numel() == 1 else value.tolist()
+    return str(value)

@@ -1,0 +1,359 @@
+"""SDPO: a subclass of TRL's experimental SDPOTrainer with what the study uses and TRL lacks.
+
+Overrides (everything else is TRL's code, unchanged):
+
+- `_setup_teacher_model`: the frozen/EMA teacher starts from an anchor checkpoint (the stage
+  start, the original base model, or any path), optionally mixed with the student:
+  teacher = (1 - a) * student + a * anchor.
+- `_compute_teacher_student_logits`: a seeded Bernoulli keep-mask drops a share of response
+  tokens from the distillation loss; also logs the student's entropy.
+- `compute_loss`: with pure distillation, rollouts without a teacher reprompt carry zero loss, so
+  student and teacher are forwarded on the reprompted rows only (same loss and gradient).
+- the teacher-context builder: the verifier's feedback on a failed rollout reaches the teacher
+  prompt through TRL's `privileged_context` channel.
+- `_save_checkpoint` / `_load_optimizer_and_scheduler`: the EMA teacher's weights are part of the
+  trainer checkpoint, so a resumed run continues the same teacher.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+from dataclasses import dataclass, field
+
+import torch
+from accelerate.utils import is_peft_model
+from trl.experimental.sdpo import SDPOConfig, SDPOTrainer
+from trl.experimental.sdpo.sdpo_trainer import SuccessfulRolloutTeacherContextBuilder
+from trl.experimental.sdpo.teacher_sync import SyncTeacherModelCallback
+from trl.models import prepare_deepspeed, prepare_fsdp
+from trl.trainer.callbacks import SyncRefModelCallback
+from trl.trainer.utils import create_model_from_path, get_config_model_id
+
+from cptlab.reprompt import FEEDBACK_TEMPLATE, REPROMPT_TEMPLATE, SOLUTION_TEMPLATE
+from cptlab.train.mixin import StageRecorder, StageTrainerMixin
+
+TEACHER_KINDS = {"frozen": "base", "ema": "ema", "live": "live"}  # cptlab name -> TRL's
+TEACHER_STATE = "sdpo_teacher.pt"
+
+
+@dataclass
+class CptSDPOConfig(SDPOConfig):
+    r"""
+    [`SDPOConfig`] plus the study's teacher, masking and speed options.
+
+    Parameters:
+        teacher_anchor_path (`str`, *optional*):
+            Checkpoint the frozen (`teacher_model_kind="base"`) or EMA teacher starts from. `None` (default) uses the
+            student's own starting checkpoint (`model.config._name_or_path`), i.e. the stage start. Pass the original
+            base model to anchor the teacher there in every stage.
+        teacher_anchor_mix (`float`, *optional*, defaults to `1.0`):
+            Initial teacher = `(1 - teacher_anchor_mix) * student + teacher_anchor_mix * anchor`. `1.0` is the anchor
+            itself; ignored when the anchor is the stage start (the mix is the student either way).
+        distillation_token_mask_ratio (`float`, *optional*, defaults to `0.0`):
+            Share of response tokens dropped at random from the distillation loss (a Bernoulli keep-mask with
+            probability `1 - ratio`, seeded from `seed`, the optimizer step and the micro-batch, so it is the same on
+            resume). Must be in `[0, 1)`.
+        feedback_from_reward (`bool`, *optional*, defaults to `True`):
+            With `include_environment_feedback=True`, take each failed rollout's feedback from the reward function
+            (any reward function with a `feedback_for_last()` method, e.g. `cptlab.train.rewards.VerifierReward`)
+            instead of a dataset `privileged_context` column. Successful rollouts get no feedback.
+        skip_inactive_rows (`bool`, *optional*, defaults to `True`):
+            With `distillation_weight=1.0`, forward the student and the teacher only on rollouts whose teacher prompt
+            was reprompted; the others have zero loss. The loss is rescaled so that it equals TRL's mean over all
+            rows. When no row is reprompted, one row is forwarded for a zero loss (zero gradients, as in TRL).
+        log_entropy (`bool`, *optional*, defaults to `True`):
+            Log the mean entropy of the student's next-token distribution over the forwarded completion tokens
+            (`entropy`; with `skip_inactive_rows`, over the reprompted rows).
+    """
+
+    teacher_anchor_path: str | None = field(
+        default=None, metadata={"help": "Checkpoint the frozen/EMA teacher starts from (default: stage start)."}
+    )
+    teacher_anchor_mix: float = field(
+        default=1.0, metadata={"help": "Initial teacher = (1 - a) * student + a * anchor."}
+    )
+    distillation_token_mask_ratio: float = field(
+        default=0.0, metadata={"help": "Share of response tokens dropped at random from the distillation loss."}
+    )
+    feedback_from_reward: bool = field(
+        default=True, metadata={"help": "Environment feedback from the reward function's verdicts."}
+    )
+    skip_inactive_rows: bool = field(
+        default=True, metadata={"help": "Forward only reprompted rows when distillation_weight is 1."}
+    )
+    log_entropy: bool = field(default=True, metadata={"help": "Log the student's entropy."})
+
+    def __post_init__(self):
+        super().__post_init__()
+        if not 0.0 <= self.teacher_anchor_mix <= 1.0:
+            raise ValueError(f"`teacher_anchor_mix` must be in [0, 1], got {self.teacher_anchor_mix}.")
+        if not 0.0 <= self.distillation_token_mask_ratio < 1.0:
+            raise ValueError(
+                f"`distillation_token_mask_ratio` must be in [0, 1), got {self.distillation_token_mask_ratio}."
+            )
+        if self.teacher_model_kind == "live" and (
+            self.teacher_anchor_path is not None or self.teacher_anchor_mix != 1.0
+        ):
+            raise ValueError("A live teacher is the student itself: it takes no anchor or anchor mix.")
+
+
+class VerifierFeedbackContextBuilder(SuccessfulRolloutTeacherContextBuilder):
+    """TRL's teacher-context builder, fed with the reward function's feedback on failed rollouts.
+
+    TRL reads environment feedback from a dataset column (`privileged_context`) fixed before the
+    rollout; the verifier's feedback exists only after scoring. This builder swaps it in.
+    """
+
+    def build(self, output, prompts, rewards, feedbacks=None):
+        trainer = self.trainer
+        args = trainer.args
+        if args.include_environment_feedback and args.feedback_from_reward:
+            verdict_feedback = trainer.reward_feedback()
+            if verdict_feedback is not None and len(verdict_feedback) == len(prompts):
+                local = rewards.detach().float().cpu().tolist()
+                given = feedbacks or [None] * len(prompts)
+                feedbacks = [
+                    (given[i] or verdict_feedback[i]) if local[i] < args.success_reward_threshold else None
+                    for i in range(len(prompts))
+                ]
+        return super().build(output, prompts, rewards, feedbacks)
+
+
+def _gathered(params, modifier_rank=None):
+    """DeepSpeed ZeRO-3 gathers sharded parameters; a no-op otherwise."""
+    from transformers.integrations import is_deepspeed_zero3_enabled
+
+    if is_deepspeed_zero3_enabled():
+        import deepspeed
+
+        return deepspeed.zero.GatheredParameters(params, modifier_rank=modifier_rank)
+    return contextlib.nullcontext()
+
+
+def _mask_seed(*parts: int) -> int:
+    digest = hashlib.sha256(":".join(map(str, parts)).encode()).digest()
+    return int.from_bytes(digest[:8], "little") & ((1 << 63) - 1)
+
+
+class CptSDPOTrainer(StageTrainerMixin, SDPOTrainer):
+    """TRL's experimental `SDPOTrainer` with the study's teacher anchor and mix, random token masking, verifier
+    feedback in the teacher prompt, a resumable EMA teacher and a cheaper loss on batches with few reprompts.
+
+    Parameters:
+        *args, **kwargs: passed to `trl.experimental.sdpo.SDPOTrainer` (model, reward_funcs, args (a
+            `CptSDPOConfig`), train_dataset, processing_class, callbacks, ...).
+        recorder (`StageRecorder`): where the per-step log line goes and what it measures (reward/reason
+            statistics, collapse monitor, KL probe); see `cptlab.train.mixin`.
+    """
+
+    def __init__(self, *args, recorder: StageRecorder, **kwargs) -> None:
+        self.recorder = recorder
+        super().__init__(*args, **kwargs)
+        if not isinstance(self.args, CptSDPOConfig):
+            raise TypeError(f"CptSDPOTrainer needs a CptSDPOConfig, got {type(self.args).__name__}")
+        self.teacher_context_builder = VerifierFeedbackContextBuilder(self)
+
+    # ----- teacher ----------------------------------------------------------------------------
+
+    def _setup_teacher_model(self) -> None:
+        args = self.args
+        anchored = args.teacher_anchor_path is not None or args.teacher_anchor_mix != 1.0
+        if args.teacher_model_kind == "live" or is_peft_model(self.model):
+            if anchored:
+                raise ValueError("teacher anchor/mix needs a frozen or EMA teacher on a non-PEFT model")
+            return super()._setup_teacher_model()
+        student = self.model
+        anchor = args.teacher_anchor_path or get_config_model_id(student.config)
+        init = dict(args.model_init_kwargs or {})
+        if args.distributed_state.distributed_type in ["MULTI_GPU", "DEEPSPEED"]:
+            init["device_map"] = None
+        init.setdefault("trust_remote_code", args.trust_remote_code)
+        init.setdefault("dtype", student.dtype)
+        init.setdefault("attn_implementation", student.config._attn_implementation)
+        teacher = create_model_from_path(anchor, **init)
+        student_shapes = [tuple(p.shape) for p in student.parameters()]
+        teacher_shapes = [tuple(p.shape) for p in teacher.parameters()]
+        if student_shapes != teacher_shapes and not self.is_deepspeed_enabled:
+            raise ValueError(f"teacher anchor {anchor} does not have the student's architecture")
+        if not self.is_deepspeed_enabled and not self.is_fsdp_enabled:
+            teacher.to(next(student.parameters()).device)
+        if args.teacher_anchor_path is not None and args.teacher_anchor_mix < 1.0:
+            # target <- (1 - alpha) * target + alpha * student, with target = anchor
+            SyncRefModelCallback.sync_target_model(student, teacher, 1.0 - args.teacher_anchor_mix)
+        teacher.requires_grad_(False)
+        teacher.eval()
+        if self.is_deepspeed_enabled:
+            teacher = prepare_deepspeed(teacher, self.accelerator)
+        elif self.is_fsdp_enabled:
+            teacher = prepare_fsdp(teacher, self.accelerator)
+        else:
+            teacher = self.accelerator.prepare_model(teacher, evaluation_mode=True)
+        self.teacher_model = teacher
+        self.teacher_anchor = anchor
+        if args.teacher_model_kind == "ema":
+            self.add_callback(SyncTeacherModelCallback(teacher_model=teacher, accelerator=self.accelerator))
+
+    def teacher_parameters(self) -> list[torch.nn.Parameter]:
+        return list(self.accelerator.unwrap_model(self.teacher_model).parameters())
+
+    def _save_checkpoint(self, model, trial):
+        if self.args.teacher_model_kind == "ema" and self.teacher_model is not self.model:
+            folder = os.path.join(self._get_output_dir(trial=trial), f"checkpoint-{self.state.global_step}")
+            params = self.teacher_parameters()
+            with _gathered(params):
+                if self.args.should_save:
+                    os.makedirs(folder, exist_ok=True)
+                    torch.save([p.detach().cpu().clone() for p in params], os.path.join(folder, TEACHER_STATE))
+        super()._save_checkpoint(model, trial)  # writes trainer_state.json last
+
+    def _load_optimizer_and_scheduler(self, checkpoint):
+        super()._load_optimizer_and_scheduler(checkpoint)
+        if checkpoint is None or self.args.teacher_model_kind != "ema" or self.teacher_model is self.model:
+            return
+        path = os.path.join(checkpoint, TEACHER_STATE)
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"{checkpoint}: no {TEACHER_STATE}; cannot resume the EMA teacher")
+        saved = torch.load(path, map_location="cpu", weights_only=True)
+        params = self.teacher_parameters()
+        with _gathered(params, modifier_rank=0), torch.no_grad():
+            for param, value in zip(params, saved, strict=True):
+                param.data.copy_(value.to(param.device, param.dtype))
+
+    # ----- environment feedback ---------------------------------------------------------------
+
+    def reward_feedback(self) -> list[str | None] | None:
+        """Feedback on the last scored rollouts from the first reward function that offers it."""
+        for func in self.reward_funcs:
+            getter = getattr(func, "feedback_for_last", None)
+            if callable(getter):
+                return getter()
+        return None
+
+    # ----- loss -------------------------------------------------------------------------------
+
+    def _compute_teacher_student_logits(self, model, teacher_model, inputs):
+        out = super()._compute_teacher_student_logits(model, teacher_model, inputs)
+        mode = "train" if self.model.training else "eval"
+        ratio = self.args.distillation_token_mask_ratio
+        if ratio > 0 and self.model.training:
+            micro = self._step % self.args.gradient_accumulation_steps
+            seed = _mask_seed(self.args.seed, self.state.global_step, micro, self.accelerator.process_index)
+            generator = torch.Generator(device="cpu").manual_seed(seed)
+            keep = torch.rand(out.loss_mask.shape, generator=generator) >= ratio
+            eligible = out.loss_mask.sum()
+            out.loss_mask = out.loss_mask * keep.to(out.loss_mask.device, out.loss_mask.dtype)
+            if eligible > 0:
+                kept = float(out.loss_mask.sum() / eligible)
+                self._metrics[mode]["self_distillation/token_mask_kept_fraction"].append(kept)
+        if self.args.log_entropy:
+            with torch.no_grad():
+                logp = torch.log_softmax(out.student_logits.detach().float(), dim=-1)
+                entropy = -(logp.exp() * logp).sum(-1)
+                mask = out.completion_mask.float()
+                value = (entropy * mask).sum() / mask.sum().clamp(min=1.0)
+            self._metrics[mode]["entropy"].append(self.accelerator.gather(value).mean().item())
+        return out
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        args = self.args
+        if (
+            return_outputs
+            or not args.skip_inactive_rows
+            or args.distillation_weight != 1.0
+            or self.use_teacher_server
+            or inputs.get("self_distillation_mask") is None
+        ):
+            return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+        mode = "train" if self.model.training else "eval"
+        rows = inputs["self_distillation_mask"].numel()
+        active = (inputs["self_distillation_mask"] > 0) & (inputs["completion_mask"].sum(dim=1) > 0)
+        index = active.nonzero(as_tuple=True)[0]
+        self._metrics[mode]["self_distillation/active_row_fraction"].append(len(index) / max(rows, 1))
+        if len(index) == 0:
+            # Nothing to distil: a one-row forward gives the zero loss (and zero gradients) that
+            # TRL gets from the whole batch, keeping every parameter in the graph (DDP).
+            one = _subset_rows(inputs, torch.zeros(1, dtype=torch.long, device=active.device))
+            logits = self._forward_logits(
+                model,
+                torch.cat([one["prompt_ids"], one["completion_ids"]], dim=1),
+                torch.cat([one["prompt_mask"], one["completion_mask"]], dim=1),
+                one["completion_ids"].size(1),
+            )
+            self._log_self_distillation_metric(mode, 0.0)
+            loss = logits.sum() * 0.0
+        else:
+            subset = _subset_rows(inputs, index)
+            logits = self._compute_teacher_student_logits(model, self.teacher_model, subset)
+            loss = self._compute_self_distillation_loss(model, subset, logits) * (len(index) / rows)
+        scale = self.current_gradient_accumulation_steps if self.model.training else 1.0
+        return loss / scale
+
+
+def _subset_rows(inputs: dict, index: torch.Tensor) -> dict:
+    """The batch restricted to `index` rows, with padding columns no kept row needs removed.
+
+    Prompts (student and teacher) are left-padded and completions right-padded; the teacher
+    sequence is its prompt followed by the same completion columns as the student's.
+    """
+    rows = inputs["completion_ids"].size(0)
+    out = {
+        key: value.index_select(0, index)
+        if isinstance(value, torch.Tensor) and value.dim() >= 1 and value.size(0) == rows
+        else value
+        for key, value in inputs.items()
+    }
+    width = inputs["completion_ids"].size(1)
+    used_c = out["completion_mask"].sum(dim=0).nonzero()
+    keep_c = int(used_c.max().item()) + 1 if len(used_c) else 1
+    prompt_used = out["prompt_mask"].sum(dim=0).nonzero()
+    start_p = int(prompt_used.min().item()) if len(prompt_used) else 0
+    out["prompt_ids"] = out["prompt_ids"][:, start_p:]
+    out["prompt_mask"] = out["prompt_mask"][:, start_p:]
+    for key in ("completion_ids", "completion_mask", "old_per_token_logps"):
+        if isinstance(out.get(key), torch.Tensor):
+            out[key] = out[key][:, :keep_c]
+    if "teacher_input_ids" in out:
+        t_ids, t_mask = out["teacher_input_ids"], out["teacher_attention_mask"]
+        t_prompt = t_mask.size(1) - width
+        used = t_mask[:, :t_prompt].sum(dim=0).nonzero()
+        start_t = int(used.min().item()) if len(used) else 0
+        out["teacher_input_ids"] = t_ids[:, start_t : t_prompt + keep_c]
+        out["teacher_attention_mask"] = t_mask[:, start_t : t_prompt + keep_c]
+    return out
+
+
+def sdpo_args(params: dict, common: dict, anchor_path: str | None) -> CptSDPOConfig:
+    """A CptSDPOConfig from the method's params, the shared keys and the resolved anchor."""
+    return CptSDPOConfig(
+        **common,
+        epsilon=params["epsilon"],
+        epsilon_high=params["epsilon_high"],
+        scale_rewards=params["scale_rewards"],
+        loss_type=params["loss_type"],
+        importance_sampling_level=params["importance_sampling_level"],
+        teacher_model_kind=TEACHER_KINDS[params["teacher"]],
+        teacher_update_rate=params["ema_rate"],
+        teacher_sync_steps=params["ema_every"],
+        teacher_anchor_path=anchor_path,
+        teacher_anchor_mix=params["anchor_mix"],
+        distillation_token_mask_ratio=params["token_mask_ratio"],
+        remove_thinking_from_demonstration=not params["keep_thinking"],
+        distillation_mode=params["distillation_mode"],
+        distillation_topk=params["distillation_topk"],
+        distillation_add_tail=params["distillation_add_tail"],
+        distillation_alpha=params["distillation_alpha"],
+        distillation_is_clip=params["distillation_is_clip"],
+        distillation_weight=params["distillation_weight"],
+        include_environment_feedback=params["feedback"],
+        environment_feedback_only_without_solution=params["feedback_only_without_solution"],
+        feedback_from_reward=True,
+        success_reward_threshold=params["success_threshold"],
+        dont_reprompt_on_self_success=params["dont_reprompt_on_self_success"],
+        max_reprompt_len=params["max_reprompt_length"],
+        skip_inactive_rows=params["skip_inactive_rows"],
+        reprompt_template=REPROMPT_TEMPLATE,
+        solution_template=SOLUTION_TEMPLATE,
+        feedback_template=FEEDBACK_TEMPLATE,
+    )

@@ -1,0 +1,212 @@
+"""One stage's settings: a named method entry and the `training` section, with defaults filled
+in and checked against schema_fragment.yaml. Errors are ConfigError naming the key."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from functools import cache
+from importlib.resources import files
+from typing import Any
+
+import jsonschema
+import yaml
+
+from cptlab.config import ConfigError
+
+TRAINING_DEFAULTS: dict[str, Any] = {
+    "steps": 50,
+    "domain_steps": {},
+    "prompts_per_step": 32,
+    "num_generations": 8,
+    "micro_batch_size": None,
+    "learning_rate": 1.0e-5,
+    "lr_scheduler": "constant_with_warmup",
+    "warmup_steps": 10,
+    "weight_decay": 0.01,
+    "max_grad_norm": 1.0,
+    "max_prompt_length": 2048,
+    "max_completion_length": 8192,
+    "temperature": 1.0,
+    "top_p": 1.0,
+    "chat_template_kwargs": {},
+    "save_steps": 10,
+    "keep_checkpoints": 2,
+    "dtype": "float32",
+    "bf16": False,
+    "gradient_checkpointing": False,
+    "deepspeed": None,
+    "use_vllm": False,
+    "vllm_mode": "colocate",
+    "vllm": {},
+    "mask_truncated_completions": False,
+    "reward_workers": 1,
+    "kl_probe": {"prompts": 8, "max_tokens": 128, "every": 1},
+    "collapse": {
+        "ngram": 4,
+        "format_tokens": {"boxed": "\\boxed"},
+        "thresholds": {
+            "repeated_ngram_share": 0.6,
+            "top_ngram_share": 0.5,
+            "format/boxed/repeated_share": 0.5,
+        },
+        "patience": 2,
+        "action": "warn",
+    },
+}
+
+# Keys the policy-gradient objective uses (GRPO, and SDPO's policy term).
+POLICY_DEFAULTS: dict[str, Any] = {
+    "epsilon": 0.2,
+    "epsilon_high": 0.28,
+    "scale_rewards": "none",
+    "loss_type": "dapo",
+    "importance_sampling_level": "token",
+}
+
+METHOD_DEFAULTS: dict[str, dict[str, Any]] = {
+    "grpo": {**POLICY_DEFAULTS, "beta": 0.0},
+    "sdpo": {
+        **POLICY_DEFAULTS,
+        "teacher": "ema",
+        "ema_rate": 0.05,
+        "ema_every": 1,
+        "anchor": "stage_start",
+        "anchor_mix": 1.0,
+        "token_mask_ratio": 0.0,
+        "keep_thinking": False,
+        "distillation_mode": "sampled_token",
+        "distillation_topk": None,
+        "distillation_add_tail": False,
+        "distillation_alpha": 1.0,
+        "distillation_is_clip": 2.0,
+        "distillation_weight": 1.0,
+        "feedback": False,
+        "feedback_only_without_solution": False,
+        "success_threshold": 1.0,
+        "dont_reprompt_on_self_success": True,
+        "max_reprompt_length": 10240,
+        "skip_inactive_rows": True,
+    },
+}
+
+ANCHOR_STAGE_START = "stage_start"
+ANCHOR_BASE = "base"
+
+
+@cache
+def schema_fragment() -> dict:
+    """The `methods` and `training` JSON schemas (schema_fragment.yaml)."""
+    text = (files("cptlab.train") / "schema_fragment.yaml").read_text()
+    return yaml.safe_load(text)
+
+
+def _validate(section: str, value: Any, where: str) -> None:
+    validator = jsonschema.Draft202012Validator(schema_fragment()[section])
+    errors = sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path))
+    if errors:
+        lines = [
+            f"  {'.'.join([section, *map(str, e.absolute_path)])}: {e.message}" for e in errors
+        ]
+        raise ConfigError(f"{where}: invalid configuration\n" + "\n".join(lines))
+
+
+def _merge(base: dict, override: dict) -> dict:
+    """Recursive dict merge; `override` wins, nested mappings merge key by key."""
+    out = copy.deepcopy(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict) and key != "thresholds":
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+@dataclass(frozen=True)
+class StageSettings:
+    """Everything one stage needs from the config, resolved and checked.
+
+    Parameters:
+        method (`str`): the method's name in `methods`.
+        trainer (`str`): `grpo` or `sdpo`.
+        params (`dict`): the method's keys with the trainer's defaults filled in.
+        training (`dict`): the `training` section with defaults and the method's overrides.
+        domain (`str`): the domain trained in this stage.
+        train_benchmark (`str`): the domain's `train` benchmark (its rows are the prompts).
+        steps (`int`): optimizer steps of this stage (`domain_steps[domain]` or `steps`).
+    """
+
+    method: str
+    trainer: str
+    params: dict = field(repr=False)
+    training: dict = field(repr=False)
+    domain: str
+    train_benchmark: str
+    steps: int
+
+    def as_dict(self) -> dict:
+        return {
+            "method": self.method,
+            "trainer": self.trainer,
+            "params": self.params,
+            "training": self.training,
+            "domain": self.domain,
+            "train_benchmark": self.train_benchmark,
+            "steps": self.steps,
+        }
+
+
+def resolve_stage(config: dict, method: str, domain: str, source: str = "config") -> StageSettings:
+    """The settings of stage (`method`, `domain`); raises ConfigError naming a bad key."""
+    methods = config.get("methods")
+    if not methods:
+        raise ConfigError(f"{source}: no `methods` section; add e.g. methods: {{grpo: {{trainer: grpo}}}}")
+    _validate("methods", methods, source)
+    _validate("training", config.get("training", {}), source)
+    if method not in methods:
+        raise ConfigError(f"{source}: unknown method {method!r}; known: {sorted(methods)}")
+    entry = dict(methods[method])
+    trainer = entry.pop("trainer")
+    overrides = entry.pop("training", {})
+    _validate("training", overrides, f"{source}: methods.{method}.training")
+    training = _merge(_merge(TRAINING_DEFAULTS, config.get("training", {})), overrides)
+    params = {**METHOD_DEFAULTS[trainer], **entry}
+    _check_semantics(trainer, params, training, f"{source}: methods.{method}")
+
+    domains = config.get("data", {}).get("domains", {})
+    if domain not in domains or not domains[domain].get("train"):
+        trainable = sorted(d for d, spec in domains.items() if spec.get("train"))
+        raise ConfigError(
+            f"{source}: domain {domain!r} has no `train` benchmark in data.domains; "
+            f"trainable domains: {trainable}"
+        )
+    steps = training["domain_steps"].get(domain, training["steps"])
+    return StageSettings(
+        method=method,
+        trainer=trainer,
+        params=params,
+        training=training,
+        domain=domain,
+        train_benchmark=domains[domain]["train"],
+        steps=int(steps),
+    )
+
+
+def _check_semantics(trainer: str, p: dict, t: dict, where: str) -> None:
+    """Cross-key rules the schema cannot express."""
+    if trainer == "sdpo":
+        if p["distillation_mode"] == "sampled_token" and p["distillation_alpha"] != 1.0:
+            raise ConfigError(
+                f"{where}: distillation_mode sampled_token is reverse KL only; "
+                f"set distillation_alpha 1.0 (got {p['distillation_alpha']})"
+            )
+        if (p["distillation_mode"] == "topk_logits") != (p["distillation_topk"] is not None):
+            raise ConfigError(
+                f"{where}: distillation_topk must be set exactly when distillation_mode is topk_logits"
+            )
+        if p["teacher"] == "live" and (p["anchor"] != ANCHOR_STAGE_START or p["anchor_mix"] != 1.0):
+            raise ConfigError(f"{where}: a live teacher is the student; it takes no anchor/anchor_mix")
+    if t["vllm_mode"] == "server" and not t["use_vllm"]:
+        pass  # harmless: vllm_mode is read only with use_vllm
+    if t["bf16"] and t["dtype"] == "float16":
+        raise ConfigError(f"{where}: bf16 mixed precision with float16 weights; use dtype bfloat16")

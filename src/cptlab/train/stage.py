@@ -1,0 +1,355 @@
+"""`train_stage`: one continual-learning stage (one domain) with a named method.
+
+    out/                 the stage's result (a Snakemake output; cleared before the job)
+      config.json, model.safetensors, tokenizer files    save_pretrained model + tokenizer
+      train_log.jsonl    one line per step: every TRL metric plus cptlab's (see mixin.py)
+      manifest.json      written last
+    state_dir/           resumable trainer state (see state.py); rerunning after a kill resumes
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import os
+import random
+import shutil
+import time
+from pathlib import Path
+
+import torch
+from accelerate import PartialState
+from datasets import Dataset
+from transformers import AutoModelForCausalLM, TrainerCallback
+
+from cptlab.config import ConfigError
+from cptlab.io import atomic_write_text, write_manifest
+from cptlab.rows import read_jsonl
+from cptlab.tokenizer import load_tokenizer
+from cptlab.train.grpo import CptGRPOTrainer, grpo_args
+from cptlab.train.mixin import StageRecorder
+from cptlab.train.monitor import CollapseMonitor
+from cptlab.train.probe import KLProbe
+from cptlab.train.rewards import VerifierReward, check_verifiers
+from cptlab.train.sdpo import TEACHER_STATE, CptSDPOTrainer, sdpo_args
+from cptlab.train.spec import ANCHOR_BASE, ANCHOR_STAGE_START, StageSettings, resolve_stage
+from cptlab.train.state import LOG, checkpoints, prepare_state, read_log
+
+log = logging.getLogger(__name__)
+
+os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+
+VLLM_KEYS = {
+    "gpu_memory_utilization": "vllm_gpu_memory_utilization",
+    "tensor_parallel_size": "vllm_tensor_parallel_size",
+    "max_model_length": "vllm_max_model_length",
+    "enable_sleep_mode": "vllm_enable_sleep_mode",
+    "server_base_url": "vllm_server_base_url",
+    "server_host": "vllm_server_host",
+    "server_port": "vllm_server_port",
+    "server_timeout": "vllm_server_timeout",
+}
+MODEL_FILES = ("config.json", "generation_config.json")
+
+
+def resolve_anchor(settings: StageSettings, start: str, anchor: str | None) -> str | None:
+    """The frozen/EMA teacher's anchor path, or None for the stage start.
+
+    The method's `anchor` is `stage_start`, `base` (the `anchor` argument: the original base
+    model, passed by the workflow) or a path.
+    """
+    if settings.trainer != "sdpo" or settings.params["teacher"] == "live":
+        return None
+    kind = settings.params["anchor"]
+    if kind == ANCHOR_STAGE_START:
+        return None
+    if kind == ANCHOR_BASE:
+        if anchor is None:
+            raise ConfigError(
+                f"methods.{settings.method}.anchor is 'base' but no base model was given (--anchor)"
+            )
+        path = str(anchor)
+    else:
+        path = kind
+    same = Path(path).resolve() == Path(start).resolve() if Path(path).exists() else path == start
+    return None if same else path  # None: the anchor is the stage start (stage 1, anchor base)
+
+
+def trl_common_args(settings: StageSettings, seed: int, output_dir: Path) -> dict:
+    """TrainingArguments/TRL keys shared by GRPO and SDPO."""
+    t = settings.training
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    batch = t["prompts_per_step"] * t["num_generations"]
+    micro = t["micro_batch_size"] or batch // world
+    if batch % (micro * world):
+        raise ConfigError(
+            f"training: prompts_per_step * num_generations = {batch} completions per step must "
+            f"split into micro_batch_size {micro} x {world} process(es)"
+        )
+    vllm = {VLLM_KEYS[k]: v for k, v in t["vllm"].items()}
+    return {
+        "output_dir": str(output_dir),
+        "seed": seed,
+        "data_seed": seed,
+        "max_steps": settings.steps,
+        "per_device_train_batch_size": micro,
+        "gradient_accumulation_steps": batch // (micro * world),
+        "num_generations": t["num_generations"],
+        "num_iterations": 1,
+        "learning_rate": t["learning_rate"],
+        "lr_scheduler_type": t["lr_scheduler"],
+        "warmup_steps": t["warmup_steps"],
+        "weight_decay": t["weight_decay"],
+        "max_grad_norm": t["max_grad_norm"],
+        "max_completion_length": t["max_completion_length"],
+        "temperature": t["temperature"],
+        "top_p": t["top_p"],
+        "chat_template_kwargs": dict(t["chat_template_kwargs"]) or None,
+        "mask_truncated_completions": t["mask_truncated_completions"],
+        "bf16": t["bf16"],
+        "gradient_checkpointing": t["gradient_checkpointing"],
+        "deepspeed": t["deepspeed"],
+        "use_vllm": t["use_vllm"],
+        "vllm_mode": t["vllm_mode"],
+        **vllm,
+        "save_strategy": "steps",
+        "save_steps": t["save_steps"],
+        "save_total_limit": t["keep_checkpoints"],
+        "logging_strategy": "steps",
+        "logging_steps": 1,
+        "report_to": "none",
+        "disable_tqdm": True,
+        "remove_unused_columns": False,
+        "shuffle_dataset": True,
+        "dataloader_num_workers": 0,
+    }
+
+
+def trl_args(settings: StageSettings, seed: int, output_dir: Path, anchor_path: str | None):
+    """The GRPOConfig or CptSDPOConfig of this stage."""
+    common = trl_common_args(settings, seed, output_dir)
+    if settings.trainer == "grpo":
+        return grpo_args(settings.params, common)
+    common["max_prompt_length"] = settings.training["max_prompt_length"]
+    return sdpo_args(settings.params, common, anchor_path)
+
+
+def _prompt_length(tokenizer, prompt: list[dict], kwargs: dict) -> int:
+    return len(tokenizer.apply_chat_template(prompt, tokenize=True, add_generation_prompt=True, **kwargs)["input_ids"])
+
+
+def training_dataset(rows: list[dict], settings: StageSettings) -> Dataset:
+    """Prompts with their row index, repeated so one pass covers every step (no epoch ends:
+    resuming mid-stage never depends on a sampler's epoch state)."""
+    needed = settings.steps * settings.training["prompts_per_step"]
+    copies = max(1, math.ceil(needed / len(rows)))
+    records = [{"prompt": r["prompt"], "row_index": i} for i, r in enumerate(rows)]
+    return Dataset.from_list(records * copies)
+
+
+def build_trainer(
+    settings: StageSettings,
+    rows: list[dict],
+    start: str | Path,
+    state_dir: str | Path,
+    seed: int,
+    anchor_path: str | None = None,
+    callbacks: list[TrainerCallback] | None = None,
+    log_path: str | Path | None = None,
+    reward: VerifierReward | None = None,
+):
+    """The configured trainer of one stage (not yet trained). `rows` are the training rows."""
+    state_dir = Path(state_dir)
+    t = settings.training
+    args = trl_args(settings, seed, state_dir, anchor_path)  # before loading: DeepSpeed ZeRO-3 init
+    tokenizer = load_tokenizer(str(start))
+    dtype = t["dtype"] if t["dtype"] == "auto" else getattr(torch, t["dtype"])
+    model = AutoModelForCausalLM.from_pretrained(str(start), dtype=dtype)
+    monitor = CollapseMonitor.from_config(t["collapse"])
+    reward = reward or VerifierReward(rows, workers=t["reward_workers"])
+    reward.monitor = monitor
+    probe = None
+    spec = t["kl_probe"]
+    if spec["prompts"] > 0:
+        if not (args.deepspeed or args.fsdp):
+            model.to(args.device)
+        picks = random.Random(seed).sample(range(len(rows)), min(spec["prompts"], len(rows)))
+        probe = KLProbe.sample(
+            model,
+            tokenizer,
+            [rows[i]["prompt"] for i in picks],
+            max_tokens=min(spec["max_tokens"], t["max_completion_length"]),
+            temperature=1.0,
+            seed=seed,
+            every=spec["every"],
+            chat_template_kwargs=t["chat_template_kwargs"],
+        )
+    recorder = StageRecorder(
+        log_path=Path(log_path) if log_path else state_dir / LOG,
+        reward=reward,
+        monitor=monitor,
+        probe=probe,
+        success_threshold=settings.params.get("success_threshold", 1.0),
+    )
+    cls = CptGRPOTrainer if settings.trainer == "grpo" else CptSDPOTrainer
+    return cls(
+        model=model,
+        reward_funcs=[reward],
+        args=args,
+        train_dataset=training_dataset(rows, settings),
+        processing_class=tokenizer,
+        callbacks=callbacks,
+        recorder=recorder,
+    )
+
+
+def _fingerprint(settings, seed, start, anchor_path, data_file: Path) -> dict:
+    return {
+        "settings": json.loads(json.dumps(settings.as_dict(), sort_keys=True, default=str)),
+        "seed": seed,
+        "start": str(Path(start).resolve()) if Path(start).exists() else str(start),
+        "anchor": anchor_path,
+        "data": hashlib.sha256(data_file.read_bytes()).hexdigest(),
+    }
+
+
+def export_weights(source: str | Path, out: Path) -> None:
+    """Copy a checkpoint's model files (or load and save a hub model) into `out`."""
+    source_path = Path(source)
+    if (source_path / "config.json").exists():
+        out.mkdir(parents=True, exist_ok=True)
+        for path in source_path.iterdir():
+            if path.name in MODEL_FILES or path.name.endswith((".safetensors", ".safetensors.index.json")):
+                shutil.copy2(path, out / path.name)
+    else:
+        AutoModelForCausalLM.from_pretrained(str(source)).save_pretrained(out)
+
+
+def weights_sha256(folder: Path) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(folder.glob("*.safetensors")):
+        with open(path, "rb") as handle:
+            for chunk in iter(lambda: handle.read(1 << 24), b""):
+                digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _versions() -> dict:
+    import transformers
+    import trl
+
+    return {"torch": torch.__version__, "transformers": transformers.__version__, "trl": trl.__version__}
+
+
+def train_stage(
+    config: dict,
+    method: str,
+    domain: str,
+    seed: int,
+    start: str | Path,
+    out: str | Path,
+    state_dir: str | Path,
+    anchor: str | Path | None = None,
+    threads: int = 1,
+    *,
+    data_dir: str | Path | None = None,
+    callbacks: list[TrainerCallback] | None = None,
+) -> dict:
+    """Train one stage and write `out/` (weights, tokenizer, train_log.jsonl, manifest.json last).
+
+    config     the experiment config (with `methods` and `training`)
+    method     a key of `methods`
+    domain     the domain whose `train` benchmark supplies the prompts
+    seed       training seed (data order, rollouts, masks); same seed, same numbers on CPU
+    start      the checkpoint the stage starts from (the base model in stage 1)
+    out        output folder
+    state_dir  resumable trainer state, outside `out`; rerunning after a kill resumes from it
+    anchor     the original base model, used when the method's teacher anchor is `base`
+    threads    torch CPU threads
+    data_dir   folder of prepared <benchmark>.jsonl (default results/<experiment>/data)
+    callbacks  extra transformers TrainerCallbacks (tests, profiling)
+
+    Returns the manifest. Raises StageError (NonFiniteError, CollapseError) on an abnormal end;
+    with collapse action `stop` the stage ends early and outputs its last good checkpoint.
+    """
+    started = time.perf_counter()
+    torch.set_num_threads(threads)
+    settings = resolve_stage(config, method, domain)
+    out, state_dir = Path(out), Path(state_dir)
+    data_dir = Path(data_dir) if data_dir else Path("results") / config["experiment"] / "data"
+    data_file = data_dir / f"{settings.train_benchmark}.jsonl"
+    rows = read_jsonl(data_file)
+    check_verifiers(rows, str(data_file))
+    anchor_path = resolve_anchor(settings, str(start), None if anchor is None else str(anchor))
+
+    tokenizer = load_tokenizer(str(start))
+    limit = settings.training["max_prompt_length"]
+    kwargs = settings.training["chat_template_kwargs"]
+    kept = [r for r in rows if _prompt_length(tokenizer, r["prompt"], kwargs) <= limit]
+    if not kept:
+        raise ConfigError(f"{data_file}: every prompt is longer than max_prompt_length={limit}")
+    if len(kept) < len(rows):
+        log.warning("%s: %d prompts over %d tokens dropped", data_file, len(rows) - len(kept), limit)
+
+    state = PartialState()
+    required = (TEACHER_STATE,) if settings.trainer == "sdpo" and settings.params["teacher"] == "ema" else ()
+    fingerprint = _fingerprint(settings, seed, start, anchor_path, data_file)
+    if state.is_main_process:
+        resume = prepare_state(state_dir, fingerprint, required)
+    state.wait_for_everyone()
+    if not state.is_main_process:
+        found = checkpoints(state_dir, required)
+        resume = found[max(found)] if found else None
+    if resume is not None:
+        log.info("resuming %s/%s from %s", method, domain, resume)
+
+    trainer = build_trainer(settings, kept, start, state_dir, seed, anchor_path, callbacks)
+    train_started = time.perf_counter()
+    trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+    train_seconds = time.perf_counter() - train_started
+    stopped = trainer.recorder.stopped
+
+    weights_step = trainer.state.global_step
+    if stopped is None:
+        trainer.save_model(str(out))
+    elif state.is_main_process:
+        good = [s for s in checkpoints(state_dir, required) if s <= stopped["last_ok_step"]]
+        weights_step = max(good) if good else 0
+        export_weights(state_dir / f"checkpoint-{weights_step}" if good else start, out)
+    state.wait_for_everyone()
+    if not state.is_main_process:
+        return {}
+
+    tokenizer.save_pretrained(out)
+    log_lines = read_log(state_dir / LOG)
+    atomic_write_text(out / LOG, [json.dumps(r, sort_keys=True) + "\n" for r in log_lines])
+    last = log_lines[-1] if log_lines else {}
+    manifest = {
+        "status": "complete" if stopped is None else "stopped",
+        "stopped": stopped,
+        "method": method,
+        "trainer": settings.trainer,
+        "domain": domain,
+        "train_benchmark": settings.train_benchmark,
+        "seed": seed,
+        "start": str(start),
+        "anchor": anchor_path,
+        "teacher": getattr(trainer, "teacher_anchor", None),
+        "steps": settings.steps,
+        "steps_done": trainer.state.global_step,
+        "weights_step": weights_step,
+        "resumed_from": resume.name if resume else None,
+        "prompts": {"rows": len(rows), "used": len(kept)},
+        "final": {k: v for k, v in last.items() if not isinstance(v, dict)},
+        "weights_sha256": weights_sha256(out),
+        "settings": settings.as_dict(),
+        "threads": threads,
+        "world_size": state.num_processes,
+        "versions": _versions(),
+        "train_seconds": round(train_seconds, 3),
+        "seconds": round(time.perf_counter() - started, 3),
+    }
+    write_manifest(out, manifest)
+    return manifest

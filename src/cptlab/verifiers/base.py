@@ -1,0 +1,82 @@
+"""The verifier interface and the one safe entry point, `score`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+# Longer completions are scored 0 with a reason instead of being parsed: no verifier should
+# spend unbounded time on a degenerate output. 200k chars is ~50k tokens, far above the study's
+# 8192-token responses.
+MAX_COMPLETION_CHARS = 200_000
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The outcome of checking one completion.
+
+    reward:   in [0, 1]; 1 means correct.
+    feedback: a short text for the model (SDPO may put it in the teacher's prompt).
+    reason:   why the reward is 0 when the completion could not be scored normally
+              (malformed, too long, verifier error); None for an ordinary right/wrong answer.
+    """
+
+    reward: float
+    feedback: str
+    reason: str | None = None
+
+
+Verifier = Callable[[str, dict], Verdict]
+VERIFIERS: dict[str, Verifier] = {}
+
+
+def register(name: str) -> Callable[[Verifier], Verifier]:
+    """Register a verifier under `name` (the name a benchmark entry refers to)."""
+
+    def wrap(fn: Verifier) -> Verifier:
+        if name in VERIFIERS:
+            raise ValueError(f"verifier {name!r} registered twice")
+        VERIFIERS[name] = fn
+        return fn
+
+    return wrap
+
+
+def malformed(reason: str, feedback: str | None = None) -> Verdict:
+    return Verdict(0.0, feedback or reason, reason=reason)
+
+
+def correct(feedback: str = "Correct.") -> Verdict:
+    return Verdict(1.0, feedback)
+
+
+def wrong(feedback: str) -> Verdict:
+    return Verdict(0.0, feedback)
+
+
+def score(verifier: str, completion: str, row: dict) -> Verdict:
+    """Score `completion` for `row` with the named verifier. Never raises.
+
+    An unknown verifier name is a configuration error and does raise (KeyError naming it);
+    everything that depends on the model's output gives a Verdict, with `reason` set when
+    the completion could not be scored.
+    """
+    try:
+        fn = VERIFIERS[verifier]
+    except KeyError:
+        raise KeyError(f"unknown verifier {verifier!r}; known: {sorted(VERIFIERS)}") from None
+    if not isinstance(completion, str):
+        return malformed(f"completion is {type(completion).__name__}, not text")
+    if len(completion) > MAX_COMPLETION_CHARS:
+        return malformed(f"completion too long ({len(completion)} chars)", "Answer too long.")
+    try:
+        verdict = fn(completion, row)
+    except Exception as err:  # a verifier bug must not kill a training run
+        return malformed(f"verifier {verifier} raised {type(err).__name__}: {err}"[:500])
+    if not isinstance(verdict, Verdict) or not isinstance(verdict.reward, int | float):
+        return malformed(
+            f"verifier {verifier} returned {verdict!r:.200}, not a Verdict with a numeric reward"
+        )
+    if not 0.0 <= verdict.reward <= 1.0:
+        return malformed(f"verifier {verifier} returned reward {verdict.reward} outside [0, 1]")
+    return verdict
