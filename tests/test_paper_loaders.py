@@ -636,7 +636,7 @@ def test_packed_tests_are_decoded_without_importing_anything() -> None:
 
 
 def test_import_does_not_load_datasets() -> None:
-    src = str(Path(paper.__file__).parents[2])
+    src = str(Path(paper.__file__).parents[3])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
     code = (
         "import sys, cptlab.domains, cptlab.verifiers\n"

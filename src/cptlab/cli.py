@@ -9,6 +9,7 @@ import sys
 
 from cptlab.config import ConfigError, load_config
 from cptlab.rows import RowError
+from cptlab.train.cli import add_train_stage_parser
 
 
 def _prepare_data(args: argparse.Namespace) -> None:
@@ -44,6 +45,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="output model folder (manifest.json last)")
     p.add_argument("--threads", type=int, default=1, help="torch threads (Snakemake threads)")
     p.set_defaults(run=_build_base)
+
+    add_train_stage_parser(sub)
     return top
 
 

@@ -1,7 +1,7 @@
 """The `cptlab train-stage` subcommand. Hook it into cptlab/cli.py's parser():
 
-    from cptlab.train.cli import add_train_stage_parser
-    add_train_stage_parser(sub)
+from cptlab.train.cli import add_train_stage_parser
+add_train_stage_parser(sub)
 """
 
 from __future__ import annotations

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -113,6 +112,10 @@ class StageTrainerMixin:
             _append_line(rec.log_path, record)
 
         action = rec.monitor.judge(step, record)
+        if rec.monitor.streak and rec.monitor.action != "warn":
+            # Alarming weights are never checkpointed when the alarm may end the stage: the last
+            # checkpoint then is the last good one (and save_total_limit cannot rotate it away).
+            self.control.should_save = False
         if action == "warn":
             log.warning("%s", rec.monitor.message)
         elif action == "error":
@@ -125,14 +128,12 @@ class StageTrainerMixin:
                 "last_ok_step": rec.monitor.last_ok_step,
             }
             self.control.should_training_stop = True
-            self.control.should_save = False  # never checkpoint the collapsed weights
 
 
 def _append_line(path: Path, record: dict) -> None:
     with open(path, "a", encoding="utf-8") as handle:
+        # No fsync: lines past the resumed checkpoint are dropped and redone on resume anyway.
         handle.write(json.dumps(record, sort_keys=True, default=_jsonable) + "\n")
-        handle.flush()
-        os.fsync(handle.fileno())
 
 
 def _jsonable(value):

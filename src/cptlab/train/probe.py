@@ -97,9 +97,12 @@ class KLProbe:
         """KL(start || model) on the probe (see the module docstring)."""
         device = next(model.parameters()).device
         n = self.completion_mask.shape[1]
+        was_training = model.training
+        model.eval()  # no dropout in the measurement
         current = _token_logps(
             model, self.input_ids.to(device), self.attention_mask.to(device), n
         ).cpu()
+        model.train(was_training)
         mask = self.completion_mask.float()
         log_r = (current - self.start_logps.cpu()) * mask
         k3 = (torch.exp(log_r) - 1.0 - log_r) * mask

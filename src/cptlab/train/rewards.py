@@ -117,7 +117,8 @@ def merge_step_stats(parts: list[dict]) -> tuple[dict[str, float], dict[str, int
     if n == 0:
         return {}, dict(reasons)
     mean = sum(p["sum"] for p in parts) / n
-    var = max(0.0, sum(p["sumsq"] for p in parts) / n - mean * mean)
+    # unbiased, like TRL's reward_std
+    var = max(0.0, sum(p["sumsq"] for p in parts) - n * mean * mean) / max(n - 1, 1)
     metrics = {
         "verifier/reward_mean": mean,
         "verifier/reward_std": var**0.5,

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 from dataclasses import dataclass, field
 
@@ -45,58 +46,70 @@ class CptSDPOConfig(SDPOConfig):
 
     Parameters:
         teacher_anchor_path (`str`, *optional*):
-            Checkpoint the frozen (`teacher_model_kind="base"`) or EMA teacher starts from. `None` (default) uses the
-            student's own starting checkpoint (`model.config._name_or_path`), i.e. the stage start. Pass the original
-            base model to anchor the teacher there in every stage.
+            Checkpoint the frozen (`teacher_model_kind="base"`) or EMA teacher starts from.
+            `None` (default) uses the student's own starting checkpoint
+            (`model.config._name_or_path`), i.e. the stage start. Pass the original base model
+            to anchor the teacher there in every stage.
         teacher_anchor_mix (`float`, *optional*, defaults to `1.0`):
-            Initial teacher = `(1 - teacher_anchor_mix) * student + teacher_anchor_mix * anchor`. `1.0` is the anchor
-            itself; ignored when the anchor is the stage start (the mix is the student either way).
+            Initial teacher = `(1 - teacher_anchor_mix) * student + teacher_anchor_mix * anchor`.
+            `1.0` is the anchor itself; ignored when the anchor is the stage start (the mix is
+            the student either way).
         distillation_token_mask_ratio (`float`, *optional*, defaults to `0.0`):
-            Share of response tokens dropped at random from the distillation loss (a Bernoulli keep-mask with
-            probability `1 - ratio`, seeded from `seed`, the optimizer step and the micro-batch, so it is the same on
-            resume). Must be in `[0, 1)`.
+            Share of response tokens dropped at random from the distillation loss (a Bernoulli
+            keep-mask with probability `1 - ratio`, seeded from `seed`, the optimizer step and
+            the micro-batch, so it is the same on resume). Must be in `[0, 1)`.
         feedback_from_reward (`bool`, *optional*, defaults to `True`):
-            With `include_environment_feedback=True`, take each failed rollout's feedback from the reward function
-            (any reward function with a `feedback_for_last()` method, e.g. `cptlab.train.rewards.VerifierReward`)
-            instead of a dataset `privileged_context` column. Successful rollouts get no feedback.
+            With `include_environment_feedback=True`, take each failed rollout's feedback from
+            the reward function (any reward function with a `feedback_for_last()` method, e.g.
+            `cptlab.train.rewards.VerifierReward`) instead of a dataset `privileged_context`
+            column (which, when present, wins). Successful rollouts get no feedback.
         skip_inactive_rows (`bool`, *optional*, defaults to `True`):
-            With `distillation_weight=1.0`, forward the student and the teacher only on rollouts whose teacher prompt
-            was reprompted; the others have zero loss. The loss is rescaled so that it equals TRL's mean over all
-            rows. When no row is reprompted, one row is forwarded for a zero loss (zero gradients, as in TRL).
+            With `distillation_weight=1.0`, forward the student and the teacher only on rollouts
+            whose teacher prompt was reprompted; the others have zero loss. The loss is rescaled
+            to equal TRL's mean over all rows. When no row is reprompted, one row is forwarded
+            for a zero loss (zero gradients, as in TRL).
         log_entropy (`bool`, *optional*, defaults to `True`):
-            Log the mean entropy of the student's next-token distribution over the forwarded completion tokens
-            (`entropy`; with `skip_inactive_rows`, over the reprompted rows).
+            Log the mean entropy of the student's next-token distribution over the forwarded
+            completion tokens (`entropy`; with `skip_inactive_rows`, over the reprompted rows).
     """
 
     teacher_anchor_path: str | None = field(
-        default=None, metadata={"help": "Checkpoint the frozen/EMA teacher starts from (default: stage start)."}
+        default=None,
+        metadata={"help": "Checkpoint the frozen/EMA teacher starts from (default: stage start)."},
     )
     teacher_anchor_mix: float = field(
         default=1.0, metadata={"help": "Initial teacher = (1 - a) * student + a * anchor."}
     )
     distillation_token_mask_ratio: float = field(
-        default=0.0, metadata={"help": "Share of response tokens dropped at random from the distillation loss."}
+        default=0.0,
+        metadata={"help": "Share of response tokens dropped at random from the distillation loss."},
     )
     feedback_from_reward: bool = field(
         default=True, metadata={"help": "Environment feedback from the reward function's verdicts."}
     )
     skip_inactive_rows: bool = field(
-        default=True, metadata={"help": "Forward only reprompted rows when distillation_weight is 1."}
+        default=True,
+        metadata={"help": "Forward only reprompted rows when distillation_weight is 1."},
     )
     log_entropy: bool = field(default=True, metadata={"help": "Log the student's entropy."})
 
     def __post_init__(self):
         super().__post_init__()
         if not 0.0 <= self.teacher_anchor_mix <= 1.0:
-            raise ValueError(f"`teacher_anchor_mix` must be in [0, 1], got {self.teacher_anchor_mix}.")
+            raise ValueError(
+                f"`teacher_anchor_mix` must be in [0, 1], got {self.teacher_anchor_mix}."
+            )
         if not 0.0 <= self.distillation_token_mask_ratio < 1.0:
             raise ValueError(
-                f"`distillation_token_mask_ratio` must be in [0, 1), got {self.distillation_token_mask_ratio}."
+                "`distillation_token_mask_ratio` must be in [0, 1), got "
+                f"{self.distillation_token_mask_ratio}."
             )
         if self.teacher_model_kind == "live" and (
             self.teacher_anchor_path is not None or self.teacher_anchor_mix != 1.0
         ):
-            raise ValueError("A live teacher is the student itself: it takes no anchor or anchor mix.")
+            raise ValueError(
+                "A live teacher is the student itself: it takes no anchor or anchor mix."
+            )
 
 
 class VerifierFeedbackContextBuilder(SuccessfulRolloutTeacherContextBuilder):
@@ -115,10 +128,26 @@ class VerifierFeedbackContextBuilder(SuccessfulRolloutTeacherContextBuilder):
                 local = rewards.detach().float().cpu().tolist()
                 given = feedbacks or [None] * len(prompts)
                 feedbacks = [
-                    (given[i] or verdict_feedback[i]) if local[i] < args.success_reward_threshold else None
+                    (given[i] or verdict_feedback[i])
+                    if local[i] < args.success_reward_threshold
+                    else None
                     for i in range(len(prompts))
                 ]
         return super().build(output, prompts, rewards, feedbacks)
+
+    def _tokenize_teacher_messages(self, teacher_messages_list):
+        # Rollouts of a group mostly share one demonstration, hence one teacher prompt: render
+        # and tokenize each distinct prompt once (TRL templates every rollout's separately).
+        keys = [json.dumps(m, sort_keys=True, default=str) for m in teacher_messages_list]
+        first: dict[str, int] = {}
+        for i, key in enumerate(keys):
+            first.setdefault(key, i)
+        unique = list(first)
+        batch = super()._tokenize_teacher_messages(
+            [teacher_messages_list[first[k]] for k in unique]
+        )
+        rows = torch.tensor([unique.index(k) for k in keys], device=batch["prompt_ids"].device)
+        return {name: value.index_select(0, rows) for name, value in batch.items()}
 
 
 def _gathered(params, modifier_rank=None):
@@ -138,14 +167,15 @@ def _mask_seed(*parts: int) -> int:
 
 
 class CptSDPOTrainer(StageTrainerMixin, SDPOTrainer):
-    """TRL's experimental `SDPOTrainer` with the study's teacher anchor and mix, random token masking, verifier
-    feedback in the teacher prompt, a resumable EMA teacher and a cheaper loss on batches with few reprompts.
+    """TRL's experimental `SDPOTrainer` with the study's teacher anchor and mix, random token
+    masking, verifier feedback in the teacher prompt, a resumable EMA teacher and a cheaper loss
+    on batches with few reprompts.
 
     Parameters:
-        *args, **kwargs: passed to `trl.experimental.sdpo.SDPOTrainer` (model, reward_funcs, args (a
-            `CptSDPOConfig`), train_dataset, processing_class, callbacks, ...).
-        recorder (`StageRecorder`): where the per-step log line goes and what it measures (reward/reason
-            statistics, collapse monitor, KL probe); see `cptlab.train.mixin`.
+        *args, **kwargs: passed to `trl.experimental.sdpo.SDPOTrainer` (model, reward_funcs,
+            args (a `CptSDPOConfig`), train_dataset, processing_class, callbacks, ...).
+        recorder (`StageRecorder`): where the per-step log line goes and what it measures
+            (reward/reason statistics, collapse monitor, KL probe); see `cptlab.train.mixin`.
     """
 
     def __init__(self, *args, recorder: StageRecorder, **kwargs) -> None:
@@ -162,7 +192,9 @@ class CptSDPOTrainer(StageTrainerMixin, SDPOTrainer):
         anchored = args.teacher_anchor_path is not None or args.teacher_anchor_mix != 1.0
         if args.teacher_model_kind == "live" or is_peft_model(self.model):
             if anchored:
-                raise ValueError("teacher anchor/mix needs a frozen or EMA teacher on a non-PEFT model")
+                raise ValueError(
+                    "teacher anchor/mix needs a frozen or EMA teacher on a non-PEFT model"
+                )
             return super()._setup_teacher_model()
         student = self.model
         anchor = args.teacher_anchor_path or get_config_model_id(student.config)
@@ -193,28 +225,41 @@ class CptSDPOTrainer(StageTrainerMixin, SDPOTrainer):
         self.teacher_model = teacher
         self.teacher_anchor = anchor
         if args.teacher_model_kind == "ema":
-            self.add_callback(SyncTeacherModelCallback(teacher_model=teacher, accelerator=self.accelerator))
+            self.add_callback(
+                SyncTeacherModelCallback(teacher_model=teacher, accelerator=self.accelerator)
+            )
 
     def teacher_parameters(self) -> list[torch.nn.Parameter]:
         return list(self.accelerator.unwrap_model(self.teacher_model).parameters())
 
     def _save_checkpoint(self, model, trial):
         if self.args.teacher_model_kind == "ema" and self.teacher_model is not self.model:
-            folder = os.path.join(self._get_output_dir(trial=trial), f"checkpoint-{self.state.global_step}")
+            folder = os.path.join(
+                self._get_output_dir(trial=trial), f"checkpoint-{self.state.global_step}"
+            )
             params = self.teacher_parameters()
             with _gathered(params):
                 if self.args.should_save:
                     os.makedirs(folder, exist_ok=True)
-                    torch.save([p.detach().cpu().clone() for p in params], os.path.join(folder, TEACHER_STATE))
+                    torch.save(
+                        [p.detach().cpu().clone() for p in params],
+                        os.path.join(folder, TEACHER_STATE),
+                    )
         super()._save_checkpoint(model, trial)  # writes trainer_state.json last
 
     def _load_optimizer_and_scheduler(self, checkpoint):
         super()._load_optimizer_and_scheduler(checkpoint)
-        if checkpoint is None or self.args.teacher_model_kind != "ema" or self.teacher_model is self.model:
+        if (
+            checkpoint is None
+            or self.args.teacher_model_kind != "ema"
+            or self.teacher_model is self.model
+        ):
             return
         path = os.path.join(checkpoint, TEACHER_STATE)
         if not os.path.exists(path):
-            raise FileNotFoundError(f"{checkpoint}: no {TEACHER_STATE}; cannot resume the EMA teacher")
+            raise FileNotFoundError(
+                f"{checkpoint}: no {TEACHER_STATE}; cannot resume the EMA teacher"
+            )
         saved = torch.load(path, map_location="cpu", weights_only=True)
         params = self.teacher_parameters()
         with _gathered(params, modifier_rank=0), torch.no_grad():
@@ -239,7 +284,9 @@ class CptSDPOTrainer(StageTrainerMixin, SDPOTrainer):
         ratio = self.args.distillation_token_mask_ratio
         if ratio > 0 and self.model.training:
             micro = self._step % self.args.gradient_accumulation_steps
-            seed = _mask_seed(self.args.seed, self.state.global_step, micro, self.accelerator.process_index)
+            seed = _mask_seed(
+                self.args.seed, self.state.global_step, micro, self.accelerator.process_index
+            )
             generator = torch.Generator(device="cpu").manual_seed(seed)
             keep = torch.rand(out.loss_mask.shape, generator=generator) >= ratio
             eligible = out.loss_mask.sum()
@@ -249,10 +296,15 @@ class CptSDPOTrainer(StageTrainerMixin, SDPOTrainer):
                 self._metrics[mode]["self_distillation/token_mask_kept_fraction"].append(kept)
         if self.args.log_entropy:
             with torch.no_grad():
-                logp = torch.log_softmax(out.student_logits.detach().float(), dim=-1)
-                entropy = -(logp.exp() * logp).sum(-1)
-                mask = out.completion_mask.float()
-                value = (entropy * mask).sum() / mask.sum().clamp(min=1.0)
+                total = torch.zeros((), device=out.student_logits.device)
+                for rows in torch.split(torch.arange(out.student_logits.size(0)), 8):
+                    rows = rows.to(out.student_logits.device)  # chunks bound the extra memory
+                    logp = torch.log_softmax(
+                        out.student_logits.index_select(0, rows).float(), dim=-1
+                    )
+                    entropy = -(logp.exp() * logp).sum(-1)
+                    total += (entropy * out.completion_mask.index_select(0, rows)).sum()
+                value = total / out.completion_mask.sum().clamp(min=1.0)
             self._metrics[mode]["entropy"].append(self.accelerator.gather(value).mean().item())
         return out
 
@@ -270,7 +322,9 @@ class CptSDPOTrainer(StageTrainerMixin, SDPOTrainer):
         rows = inputs["self_distillation_mask"].numel()
         active = (inputs["self_distillation_mask"] > 0) & (inputs["completion_mask"].sum(dim=1) > 0)
         index = active.nonzero(as_tuple=True)[0]
-        self._metrics[mode]["self_distillation/active_row_fraction"].append(len(index) / max(rows, 1))
+        self._metrics[mode]["self_distillation/active_row_fraction"].append(
+            len(index) / max(rows, 1)
+        )
         if len(index) == 0:
             # Nothing to distil: a one-row forward gives the zero loss (and zero gradients) that
             # TRL gets from the whole batch, keeping every parameter in the graph (DDP).

@@ -1,17 +1,17 @@
 """One stage's settings: a named method entry and the `training` section, with defaults filled
-in and checked against schema_fragment.yaml. Errors are ConfigError naming the key."""
+in and checked against the project config schema (`methods` and `training` under `properties`
+of cptlab/schemas/config.schema.yaml). Errors are ConfigError naming the key."""
 
 from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
 from functools import cache
-from importlib.resources import files
 from typing import Any
 
 import jsonschema
-import yaml
 
+import cptlab.config
 from cptlab.config import ConfigError
 
 TRAINING_DEFAULTS: dict[str, Any] = {
@@ -33,6 +33,7 @@ TRAINING_DEFAULTS: dict[str, Any] = {
     "save_steps": 10,
     "keep_checkpoints": 2,
     "dtype": "float32",
+    "attn_implementation": None,
     "bf16": False,
     "gradient_checkpointing": False,
     "deepspeed": None,
@@ -95,15 +96,13 @@ ANCHOR_BASE = "base"
 
 
 @cache
-def schema_fragment() -> dict:
-    """The `methods` and `training` JSON schemas (schema_fragment.yaml)."""
-    text = (files("cptlab.train") / "schema_fragment.yaml").read_text()
-    return yaml.safe_load(text)
+def _validator(section: str) -> jsonschema.Draft202012Validator:
+    """Validator of one top-level section (`methods` or `training`) of the project schema."""
+    return jsonschema.Draft202012Validator(cptlab.config.schema()["properties"][section])
 
 
 def _validate(section: str, value: Any, where: str) -> None:
-    validator = jsonschema.Draft202012Validator(schema_fragment()[section])
-    errors = sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path))
+    errors = sorted(_validator(section).iter_errors(value), key=lambda e: list(e.absolute_path))
     if errors:
         lines = [
             f"  {'.'.join([section, *map(str, e.absolute_path)])}: {e.message}" for e in errors
@@ -160,7 +159,9 @@ def resolve_stage(config: dict, method: str, domain: str, source: str = "config"
     """The settings of stage (`method`, `domain`); raises ConfigError naming a bad key."""
     methods = config.get("methods")
     if not methods:
-        raise ConfigError(f"{source}: no `methods` section; add e.g. methods: {{grpo: {{trainer: grpo}}}}")
+        raise ConfigError(
+            f"{source}: no `methods` section; add e.g. methods: {{grpo: {{trainer: grpo}}}}"
+        )
     _validate("methods", methods, source)
     _validate("training", config.get("training", {}), source)
     if method not in methods:
@@ -202,11 +203,12 @@ def _check_semantics(trainer: str, p: dict, t: dict, where: str) -> None:
             )
         if (p["distillation_mode"] == "topk_logits") != (p["distillation_topk"] is not None):
             raise ConfigError(
-                f"{where}: distillation_topk must be set exactly when distillation_mode is topk_logits"
+                f"{where}: distillation_topk must be set exactly when distillation_mode is "
+                "topk_logits"
             )
         if p["teacher"] == "live" and (p["anchor"] != ANCHOR_STAGE_START or p["anchor_mix"] != 1.0):
-            raise ConfigError(f"{where}: a live teacher is the student; it takes no anchor/anchor_mix")
-    if t["vllm_mode"] == "server" and not t["use_vllm"]:
-        pass  # harmless: vllm_mode is read only with use_vllm
+            raise ConfigError(
+                f"{where}: a live teacher is the student; it takes no anchor/anchor_mix"
+            )
     if t["bf16"] and t["dtype"] == "float16":
         raise ConfigError(f"{where}: bf16 mixed precision with float16 weights; use dtype bfloat16")

@@ -1,10 +1,10 @@
 """`train_stage`: one continual-learning stage (one domain) with a named method.
 
-    out/                 the stage's result (a Snakemake output; cleared before the job)
-      config.json, model.safetensors, tokenizer files    save_pretrained model + tokenizer
-      train_log.jsonl    one line per step: every TRL metric plus cptlab's (see mixin.py)
-      manifest.json      written last
-    state_dir/           resumable trainer state (see state.py); rerunning after a kill resumes
+out/                 the stage's result (a Snakemake output; cleared before the job)
+  config.json, model.safetensors, tokenizer files    save_pretrained model + tokenizer
+  train_log.jsonl    one line per step: every TRL metric plus cptlab's (see mixin.py)
+  manifest.json      written last
+state_dir/           resumable trainer state (see state.py); rerunning after a kill resumes
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import torch
 from accelerate import PartialState
 from datasets import Dataset
 from transformers import AutoModelForCausalLM, TrainerCallback
+from trl import GRPOConfig
 
 from cptlab.config import ConfigError
 from cptlab.io import atomic_write_text, write_manifest
@@ -33,7 +34,7 @@ from cptlab.train.mixin import StageRecorder
 from cptlab.train.monitor import CollapseMonitor
 from cptlab.train.probe import KLProbe
 from cptlab.train.rewards import VerifierReward, check_verifiers
-from cptlab.train.sdpo import TEACHER_STATE, CptSDPOTrainer, sdpo_args
+from cptlab.train.sdpo import TEACHER_STATE, CptSDPOConfig, CptSDPOTrainer, sdpo_args
 from cptlab.train.spec import ANCHOR_BASE, ANCHOR_STAGE_START, StageSettings, resolve_stage
 from cptlab.train.state import LOG, checkpoints, prepare_state, read_log
 
@@ -88,7 +89,7 @@ def trl_common_args(settings: StageSettings, seed: int, output_dir: Path) -> dic
             f"training: prompts_per_step * num_generations = {batch} completions per step must "
             f"split into micro_batch_size {micro} x {world} process(es)"
         )
-    vllm = {VLLM_KEYS[k]: v for k, v in t["vllm"].items()}
+    extra = {VLLM_KEYS[k]: v for k, v in t["vllm"].items()}
     return {
         "output_dir": str(output_dir),
         "seed": seed,
@@ -109,11 +110,12 @@ def trl_common_args(settings: StageSettings, seed: int, output_dir: Path) -> dic
         "chat_template_kwargs": dict(t["chat_template_kwargs"]) or None,
         "mask_truncated_completions": t["mask_truncated_completions"],
         "bf16": t["bf16"],
-        "gradient_checkpointing": t["gradient_checkpointing"],
+        # TRL turns checkpointing on by default (slower); transformers 5 names it activation_*.
+        "activation_checkpointing": t["gradient_checkpointing"],
         "deepspeed": t["deepspeed"],
         "use_vllm": t["use_vllm"],
         "vllm_mode": t["vllm_mode"],
-        **vllm,
+        **extra,
         "save_strategy": "steps",
         "save_steps": t["save_steps"],
         "save_total_limit": t["keep_checkpoints"],
@@ -127,7 +129,9 @@ def trl_common_args(settings: StageSettings, seed: int, output_dir: Path) -> dic
     }
 
 
-def trl_args(settings: StageSettings, seed: int, output_dir: Path, anchor_path: str | None):
+def trl_args(
+    settings: StageSettings, seed: int, output_dir: Path, anchor_path: str | None
+) -> GRPOConfig | CptSDPOConfig:
     """The GRPOConfig or CptSDPOConfig of this stage."""
     common = trl_common_args(settings, seed, output_dir)
     if settings.trainer == "grpo":
@@ -137,7 +141,10 @@ def trl_args(settings: StageSettings, seed: int, output_dir: Path, anchor_path: 
 
 
 def _prompt_length(tokenizer, prompt: list[dict], kwargs: dict) -> int:
-    return len(tokenizer.apply_chat_template(prompt, tokenize=True, add_generation_prompt=True, **kwargs)["input_ids"])
+    encoded = tokenizer.apply_chat_template(
+        prompt, tokenize=True, add_generation_prompt=True, **kwargs
+    )
+    return len(encoded["input_ids"])
 
 
 def training_dataset(rows: list[dict], settings: StageSettings) -> Dataset:
@@ -159,14 +166,17 @@ def build_trainer(
     callbacks: list[TrainerCallback] | None = None,
     log_path: str | Path | None = None,
     reward: VerifierReward | None = None,
-):
+) -> CptGRPOTrainer | CptSDPOTrainer:
     """The configured trainer of one stage (not yet trained). `rows` are the training rows."""
     state_dir = Path(state_dir)
+    state_dir.mkdir(parents=True, exist_ok=True)
     t = settings.training
     args = trl_args(settings, seed, state_dir, anchor_path)  # before loading: DeepSpeed ZeRO-3 init
     tokenizer = load_tokenizer(str(start))
-    dtype = t["dtype"] if t["dtype"] == "auto" else getattr(torch, t["dtype"])
-    model = AutoModelForCausalLM.from_pretrained(str(start), dtype=dtype)
+    init = {"dtype": t["dtype"] if t["dtype"] == "auto" else getattr(torch, t["dtype"])}
+    if t["attn_implementation"]:
+        init["attn_implementation"] = t["attn_implementation"]
+    model = AutoModelForCausalLM.from_pretrained(str(start), **init)
     monitor = CollapseMonitor.from_config(t["collapse"])
     reward = reward or VerifierReward(rows, workers=t["reward_workers"])
     reward.monitor = monitor
@@ -221,7 +231,9 @@ def export_weights(source: str | Path, out: Path) -> None:
     if (source_path / "config.json").exists():
         out.mkdir(parents=True, exist_ok=True)
         for path in source_path.iterdir():
-            if path.name in MODEL_FILES or path.name.endswith((".safetensors", ".safetensors.index.json")):
+            if path.name in MODEL_FILES or path.name.endswith(
+                (".safetensors", ".safetensors.index.json")
+            ):
                 shutil.copy2(path, out / path.name)
     else:
         AutoModelForCausalLM.from_pretrained(str(source)).save_pretrained(out)
@@ -240,7 +252,11 @@ def _versions() -> dict:
     import transformers
     import trl
 
-    return {"torch": torch.__version__, "transformers": transformers.__version__, "trl": trl.__version__}
+    return {
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "trl": trl.__version__,
+    }
 
 
 def train_stage(
@@ -291,10 +307,16 @@ def train_stage(
     if not kept:
         raise ConfigError(f"{data_file}: every prompt is longer than max_prompt_length={limit}")
     if len(kept) < len(rows):
-        log.warning("%s: %d prompts over %d tokens dropped", data_file, len(rows) - len(kept), limit)
+        log.warning(
+            "%s: %d prompts over %d tokens dropped", data_file, len(rows) - len(kept), limit
+        )
 
     state = PartialState()
-    required = (TEACHER_STATE,) if settings.trainer == "sdpo" and settings.params["teacher"] == "ema" else ()
+    required = (
+        (TEACHER_STATE,)
+        if settings.trainer == "sdpo" and settings.params["teacher"] == "ema"
+        else ()
+    )
     fingerprint = _fingerprint(settings, seed, start, anchor_path, data_file)
     if state.is_main_process:
         resume = prepare_state(state_dir, fingerprint, required)

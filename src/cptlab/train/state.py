@@ -40,7 +40,9 @@ def checkpoints(state_dir: Path, required: tuple[str, ...] = ()) -> dict[int, Pa
     return dict(sorted(found.items()))
 
 
-def prepare_state(state_dir: Path, fingerprint: dict, required: tuple[str, ...] = ()) -> Path | None:
+def prepare_state(
+    state_dir: Path, fingerprint: dict, required: tuple[str, ...] = ()
+) -> Path | None:
     """Make `state_dir` ready and return the checkpoint to resume from (or None).
 
     Call on the main process only.

@@ -25,7 +25,12 @@ WORLD_SEED = 20260711
 
 @dataclass(frozen=True)
 class Item:
-    """One synthetic problem before it becomes a canonical row."""
+    """One synthetic problem before it becomes a canonical row.
+
+    `solution` is one of several equivalent surface forms of the gold answer, drawn at random.
+    The variety matters for the base model: in SDPO's reprompt form the target is the
+    demonstration's exact form, which the question alone cannot predict, so the warm-up teaches
+    the model to use a demonstration in every domain (and sampling has several right forms)."""
 
     key: str
     user: str
@@ -56,10 +61,10 @@ def generate_rows(
     bucket = BUCKETS[split]
     rows: list[dict] = []
     seen: set[str] = set()
-    attempts = 0
+    misses = 0  # draws since the last new item: many in a row means the space is exhausted
     while len(rows) < n:
-        attempts += 1
-        if attempts > 200 * n + 10_000:
+        misses += 1
+        if misses > 20_000:
             raise ValueError(
                 f"benchmark {benchmark}: only {len(rows)} distinct items found for n={n}; "
                 "the item space of this domain is too small for that many rows"
@@ -70,6 +75,7 @@ def generate_rows(
         if full_key in seen or bucket_of(full_key) not in bucket:
             continue
         seen.add(full_key)
+        misses = 0
         prompt = [{"role": "system", "content": item.system}] if item.system else []
         prompt.append({"role": "user", "content": item.user})
         rows.append(
@@ -115,13 +121,15 @@ def register_domain(
             )
         )
     name = f"{domain}_pretrain"
+    # The trained (id) form gets two thirds of a domain's warm-up rows, its ood form one third.
+    mixture = ("id", "id", "ood") if "id" in verifiers and "ood" in verifiers else forms
     register_benchmark(
         Benchmark(
             name=name,
             domain=domain,
             split="pretrain",
             verifier=verifiers[forms[0]],
-            loader=_loader(name, domain, "pretrain", forms, make_item, verifiers),
+            loader=_loader(name, domain, "pretrain", mixture, make_item, verifiers),
             description=f"warm-up mixture of the {domain} forms {list(forms)}",
         )
     )
@@ -148,3 +156,25 @@ def syllable_names(rng: random.Random, count: int, syllables: tuple[str, ...], p
         if word not in names:
             names.append(word)
     return names
+
+
+NUMBER_WORDS = (
+    "zero",
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "ten",
+    "eleven",
+    "twelve",
+)
+
+
+def number_word(n: int) -> str:
+    """Small numbers spelled out: the model must know them, not copy digits from the prompt."""
+    return NUMBER_WORDS[n] if 0 <= n < len(NUMBER_WORDS) else str(n)

@@ -16,7 +16,7 @@ KNOWLEDGE_ATTRIBUTES = ("capital", "river", "language")
 
 
 @cache
-def science_table(n_substances: int = 40) -> dict[str, dict[str, str]]:
+def science_table(n_substances: int = 24) -> dict[str, dict[str, str]]:
     """substance -> {attribute: value}."""
     rng = random.Random(f"science/{WORLD_SEED}")
     names = syllable_names(rng, n_substances, ("vel", "or", "ite", "zan", "mo", "lux", "ka", "dri"))
@@ -27,7 +27,7 @@ def science_table(n_substances: int = 40) -> dict[str, dict[str, str]]:
 
 
 @cache
-def knowledge_table(n_countries: int = 30) -> tuple[dict[str, dict[str, str]], dict[str, list]]:
+def knowledge_table(n_countries: int = 20) -> tuple[dict[str, dict[str, str]], dict[str, list]]:
     """country -> {attribute: value}, and attribute -> pool of values."""
     rng = random.Random(f"knowledge/{WORLD_SEED}")
     countries = syllable_names(rng, n_countries, ("bra", "nor", "ta", "lin", "sev", "ku", "mar"))

@@ -25,7 +25,7 @@ def make_item(rng: random.Random, form: str) -> Item:
         user=" ".join(facts) + f" Who is the {top if ask_top else bottom}? "
         "Put the name in \\boxed{}.",
         answer=answer,
-        solution=f"\\boxed{{{answer}}}",
+        solution=rng.choice((f"\\boxed{{{answer}}}", f"It is {answer}. \\boxed{{{answer}}}")),
     )
 
 

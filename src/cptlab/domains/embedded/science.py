@@ -32,16 +32,19 @@ def make_science_item(rng: random.Random, form: str) -> Item:
     key = f"{substance}/{attribute}/{'|'.join(options)}"
     meta = {"options": options}
     if form == "id":
-        listed = "\n".join(f"{LETTERS[i]}) {o}" for i, o in enumerate(options))
+        listed = ", ".join(f"{o} ({LETTERS[i]})" for i, o in enumerate(options))
         return Item(
             key=key,
             system=SCIENCE_SYSTEM,
-            user=f"What is the {attribute} of {substance}?\n{listed}",
+            user=f"What is the {attribute} of {substance}? Options: {listed}.",
             answer=letter,
-            solution=(
-                f"<reasoning>The {attribute} of {substance} is {value}.</reasoning>"
-                f"<answer>{letter}</answer>"
-            ),
+            solution=rng.choice(
+                (
+                    f"<reasoning>The {attribute} of {substance} is {value} ({letter}).</reasoning>",
+                    f"<reasoning>{substance} has {attribute} {value}, option {letter}.</reasoning>",
+                )
+            )
+            + f"<answer>{letter}</answer>",
             metadata=meta,
         )
     listed = "\n".join(f"({LETTERS[i]}) {o}" for i, o in enumerate(options))
@@ -52,7 +55,7 @@ def make_science_item(rng: random.Random, form: str) -> Item:
             "Give the letter of the correct option in \\boxed{}."
         ),
         answer=letter,
-        solution=f"\\boxed{{{letter}}}",
+        solution=rng.choice((f"\\boxed{{{letter}}}", f"It is {value}: \\boxed{{{letter}}}")),
         metadata=meta,
     )
 
@@ -63,7 +66,7 @@ def make_knowledge_item(rng: random.Random, form: str) -> Item:
     attribute = rng.choice(sorted(pools))
     value = table[country][attribute]
     options, index = options_with(rng, value, pools[attribute])
-    listed = "\n".join(f"{LETTERS[i]}. {o}" for i, o in enumerate(options))
+    listed = ", ".join(f"{o} ({LETTERS[i]})" for i, o in enumerate(options))
     question = {
         "capital": f"What is the capital of {country}?",
         "river": f"Which river flows through {country}?",
@@ -71,9 +74,14 @@ def make_knowledge_item(rng: random.Random, form: str) -> Item:
     }[attribute]
     return Item(
         key=f"{country}/{attribute}/{'|'.join(options)}",
-        user=f"{question}\n{listed}\nAnswer with the letter.",
+        user=f"{question} Options: {listed}. Answer with the letter.",
         answer=LETTERS[index],
-        solution=f"Answer: {LETTERS[index]}",
+        solution=rng.choice(
+            (
+                f"It is {value} ({LETTERS[index]}). Answer: {LETTERS[index]}",
+                f"Answer: {LETTERS[index]}",
+            )
+        ),
         metadata={"options": options},
     )
 

@@ -12,7 +12,7 @@ import json
 import random
 from dataclasses import dataclass
 
-from cptlab.domains.embedded.common import Item, register_domain
+from cptlab.domains.embedded.common import Item, number_word, register_domain
 
 CITIES = ("Lima", "Oslo", "Cairo", "Quito", "Perth", "Kyiv", "Hanoi", "Dakar", "Riga", "Bern")
 CURRENCIES = ("USD", "EUR", "GBP", "JPY", "CHF", "INR")
@@ -34,7 +34,7 @@ class Tool:
             "city": lambda: rng.choice(CITIES),
             "origin": lambda: rng.choice(CITIES),
             "destination": lambda: rng.choice(CITIES),
-            "amount": lambda: rng.randint(2, 99),
+            "amount": lambda: rng.randint(2, 12),
             "source": lambda: rng.choice(CURRENCIES),
             "target": lambda: rng.choice(CURRENCIES),
             "text": lambda: rng.choice(WORDS),
@@ -59,6 +59,8 @@ class Tool:
             },
         }
 
+
+THOUGHTS = ("use {tool}.", "I should call {tool}.", "{tool} fits the request.")
 
 TOOLS = (
     Tool(
@@ -114,20 +116,18 @@ def make_item(rng: random.Random, form: str) -> Item:
     tool = offered[0]
     rng.shuffle(offered)
     arguments = tool.sample_arguments(rng)
-    request = rng.choice(tool.requests).format(**arguments)
+    spelled = {k: number_word(v) if isinstance(v, int) else v for k, v in arguments.items()}
+    request = rng.choice(tool.requests).format(**spelled)
     key = f"{request}/{','.join(t.name for t in offered)}"
     if form == "id":
         listed = "; ".join(f"{t.name}({', '.join(t.params)})" for t in offered)
         action_input = json.dumps(arguments)
         return Item(
             key=key,
-            user=(
-                f"Tools: {listed}\nRequest: {request}\n"
-                "Reply with Thought:, Action: and Action Input: (JSON)."
-            ),
+            user=(f"Tools: {listed}\nRequest: {request}\nAnswer in ReAct format."),
             answer=json.dumps([{"name": tool.name, "arguments": arguments}]),
             solution=(
-                f"Thought: I should use {tool.name}.\nAction: {tool.name}\n"
+                f"Thought: {rng.choice(THOUGHTS).format(tool=tool.name)}\nAction: {tool.name}\n"
                 f"Action Input: {action_input}"
             ),
         )
@@ -140,7 +140,8 @@ def make_item(rng: random.Random, form: str) -> Item:
             'Reply with one JSON call {"name": ..., "arguments": {...}}.'
         ),
         answer=json.dumps([{tool.name: {k: [v] for k, v in arguments.items()}}]),
-        solution=json.dumps({"name": tool.name, "arguments": arguments}),
+        solution=rng.choice(("", "Call: "))
+        + json.dumps({"name": tool.name, "arguments": arguments}),
         metadata={"functions": schemas},
     )
 

@@ -1,0 +1,123 @@
+"""The study's real benchmarks: one registry entry per dataset split, RAW schema -> canonical rows.
+
+Design
+------
+Every entry's loader is called as ``loader(n=None, seed=0, path=None, **options)`` and returns
+a list of canonical rows (see `cptlab.rows`). The work is split in five fixed stages so that
+every loader behaves the same way:
+
+1. **Open** (`_open`): ``path`` is a local file or folder (``.json``, ``.jsonl``, ``.parquet``,
+   ``.csv``), or, when no such path exists, a Hugging Face hub dataset name passed to
+   ``datasets.load_dataset(name, config, split=..., cache_dir=...)``, so a cluster with a
+   populated HF cache works offline (``HF_DATASETS_OFFLINE=1``). ``path=None`` means the
+   dataset's documented hub name. Nothing is read or downloaded at import time.
+   JSON/JSONL files are read with the standard library, not with ``datasets``: Arrow unifies
+   the schemas of nested objects across rows and pads every missing key with ``None``, which
+   corrupts exactly the heterogeneous fields these datasets carry (BFCL function schemas and
+   possible answers, ToolAlpaca API documents). JSONL files are indexed by byte offset and
+   parsed row by row, so LiveCodeBench's multi-GB test files are never held in memory whole.
+   Parquet/CSV files and hub datasets go through ``datasets``; the converters of the
+   nested-schema datasets drop the ``None`` padding Arrow adds (`_drop_none`). BFCL's hub
+   files are fetched as files (``huggingface_hub.hf_hub_download``) and read like local ones.
+2. **Filter** by the study's rules (level/type for SciKnowEval, ``error_type`` for MMLU-Redux,
+   the code subset of Dolci, duplicates, ...). Rows excluded by a rule are counted per reason,
+   logged as a warning and kept in `EXCLUSIONS[name]` (see `exclusions`): never silently.
+3. **Split** train/test where the study holds out part of one dataset (SciKnowEval, and by
+   default ToolAlpaca and Dolci): the permutation is the one ``datasets``'
+   ``Dataset.train_test_split(test_size=f, seed=s)`` draws (numpy PCG64), so the split matches
+   the public SDPO data preparation on the same filtered rows (SDPO filters one SciKnowEval
+   domain at a time: ``domains=["Chemistry"]`` reproduces that).
+4. **Subsample** ``n`` rows with ``random.Random(seed)`` (sorted, so rows keep source order).
+5. **Convert** each selected raw row with the study's prompt format. A raw row that cannot be
+   converted (missing answer, empty question, bad JSON, ...) raises `RowError` naming the
+   dataset, the raw row index, where it is (file:line) and the problem. With ``strict=False``
+   such rows are instead counted and logged like rule exclusions.
+
+Row ids are ``<benchmark>-<key>`` where the key is the dataset's own id when it has one,
+otherwise a hash of the row's content: stable across calls, seeds and subsample sizes.
+Code rows have no reference program: their `answer` is a fixed note (`CODE_ANSWER`) and the
+verifiers run ``metadata["tests"]``.
+
+Defaults where the study is silent (all are loader options)
+-----------------------------------------------------------
+- SciKnowEval: all four science domains pooled (``domains=None``), levels ``("L3",)``.
+- ToolAlpaca and Dolci: the test part is 10% of the rows (``holdout=0.1``, ``split_seed=42``),
+  split by instance; ``holdout=None`` takes a whole file as the split (e.g. ToolAlpaca's
+  eval_simulated.json). Failed ToolAlpaca generations (no reference calls) are excluded.
+- Dolci: its "code" rows (assert tests, `python_unit_tests`) and "code_stdio" rows
+  (stdin/stdout, `stdio_tests`) are separate entries, as one entry has one verifier.
+- LiveCodeBench: all of release_v6, no contest-date window (``start_date`` / ``end_date``);
+  functional problems mapped to stdin/stdout with a JSON driver (``functional="skip"``).
+- GPQA: options shuffled per question with ``option_seed`` (default: the loader's ``seed``).
+- MMLU-Redux: only ``error_type == "ok"`` rows (``keep_error_types``).
+- DAPO: exact duplicate problems dropped (the hub copy repeats each ~100 times).
+
+Raw schemas
+-----------
+The field names are constants at the top of each family module, with the documented schema
+they come from. They were written from knowledge of the public datasets (dataset cards and the
+loaders of their public evaluation code) and spot-checked against public code that reads them;
+they were not checked against downloaded copies of the data (no hub access here). Where
+datasets exist in several published variants, the converters accept the known aliases (e.g.
+AIME mirrors).
+
+Layout
+------
+One module per domain family, each with its raw-schema constants, loaders and registry
+entries (`ENTRIES`); importing this package registers them all (in this order):
+
+- `common`: reading files and hub datasets, raw-row errors, the pipeline (`_Run`: filter,
+  exclusion counting), `holdout_split`, `subsample`, helpers shared by the converters.
+- `math`: dapo_math, aime, math500.
+- `science`: sciknoweval_train / _test, gpqa_diamond.
+- `tool`: toolalpaca_train / _test, bfcl_multiple.
+- `code`: dolci_code(_stdio)_train / _test, livecodebench.
+- `logic`: zebralogic.
+- `knowledge`: mmlu_redux.
+"""
+
+from cptlab.domains.paper import code, knowledge, logic, math, science, tool
+from cptlab.domains.paper.code import (
+    CODE_ANSWER,
+    CODE_STDIO_INSTRUCTION,
+    CODE_UNIT_INSTRUCTION,
+    LCB_SYSTEM,
+    _decode_packed,
+)
+from cptlab.domains.paper.common import EXCLUSIONS, exclusions, holdout_split, subsample
+from cptlab.domains.paper.logic import zebra_grid
+from cptlab.domains.paper.math import MATH500_HUB, MATH_INSTRUCTION
+from cptlab.domains.paper.science import SCIKNOWEVAL_SYSTEM, gpqa_option_order
+from cptlab.domains.paper.tool import BFCL_HUB
+from cptlab.domains.registry import register_benchmark
+
+# Registration order (math, science, tool, code, logic, knowledge) is the registry's order.
+PAPER_BENCHMARKS = (
+    *math.ENTRIES,
+    *science.ENTRIES,
+    *tool.ENTRIES,
+    *code.ENTRIES,
+    *logic.ENTRIES,
+    *knowledge.ENTRIES,
+)
+for _benchmark in PAPER_BENCHMARKS:
+    register_benchmark(_benchmark)
+
+__all__ = [
+    "BFCL_HUB",
+    "CODE_ANSWER",
+    "CODE_STDIO_INSTRUCTION",
+    "CODE_UNIT_INSTRUCTION",
+    "EXCLUSIONS",
+    "LCB_SYSTEM",
+    "MATH500_HUB",
+    "MATH_INSTRUCTION",
+    "PAPER_BENCHMARKS",
+    "SCIKNOWEVAL_SYSTEM",
+    "_decode_packed",
+    "exclusions",
+    "gpqa_option_order",
+    "holdout_split",
+    "subsample",
+    "zebra_grid",
+]

@@ -1,0 +1,519 @@
+"""Shared machinery of the paper loaders: reading raw files and hub datasets, the
+filter -> split -> subsample -> convert pipeline with its exclusion counts, and the small
+helpers every converter uses (see the package docstring for the design)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import random
+import re
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cptlab.rows import RowError
+
+# One logger for the whole package, under its historical name.
+logger = logging.getLogger("cptlab.domains.paper")
+
+LETTERS = "ABCDEFGHIJ"
+LOCAL_SUFFIXES = (".json", ".jsonl", ".parquet", ".csv")
+
+# Rows excluded by a rule at the last load of each benchmark: {benchmark: {reason: count}}.
+EXCLUSIONS: dict[str, dict[str, int]] = {}
+
+
+def exclusions(name: str) -> dict[str, int]:
+    """Rows the last load of benchmark `name` excluded, counted per reason ({} if none)."""
+    return dict(EXCLUSIONS.get(name, {}))
+
+
+# The train/test split of the datasets the study holds out part of (datasets' seed).
+SPLIT_SEED = 42
+TEST_FRACTION = 0.1
+
+
+# ===== Reading raw data =========================================================================
+
+
+class _Bad(ValueError):
+    """A raw row cannot be converted; the pipeline turns it into a RowError naming the row."""
+
+
+class _JsonlTable:
+    """A JSONL file indexed by byte offset: rows are parsed on access, never all held."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offsets: list[int] = []
+        self.lines: list[int] = []
+        with open(path, "rb") as handle:
+            offset = 0
+            for lineno, raw in enumerate(handle, start=1):
+                if raw.strip():
+                    self.offsets.append(offset)
+                    self.lines.append(lineno)
+                offset += len(raw)
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def where(self, k: int) -> str:
+        return f"{self.path}:{self.lines[k]}"
+
+    def row(self, k: int) -> dict:
+        with open(self.path, "rb") as handle:
+            handle.seek(self.offsets[k])
+            return _parse_json_line(handle.readline())
+
+    def iter_rows(self) -> Iterator[dict | _Bad]:
+        with open(self.path, "rb") as handle:
+            for raw in handle:
+                if raw.strip():
+                    try:
+                        yield _parse_json_line(raw)
+                    except _Bad as err:
+                        yield err
+
+
+def _parse_json_line(raw: bytes) -> dict:
+    try:
+        value = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as err:
+        raise _Bad(f"invalid UTF-8 ({err.reason})") from None
+    except json.JSONDecodeError as err:
+        raise _Bad(f"invalid JSON ({err.msg})") from None
+    if not isinstance(value, dict):
+        raise _Bad(f"expected a JSON object, got {type(value).__name__}")
+    return value
+
+
+@dataclass
+class _Segment:
+    """One file or hub dataset: `label` names it in ids, `origin` in error messages."""
+
+    label: str
+    origin: str
+    table: Any  # list[dict] | _JsonlTable | datasets.Dataset
+    arrow: bool = False  # read through Arrow: nested dicts may carry None padding
+    wheres: list[str] | None = None  # per-row locations for synthetic segments
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+    def where(self, k: int) -> str:
+        if self.wheres is not None:
+            return self.wheres[k]
+        if isinstance(self.table, _JsonlTable):
+            return self.table.where(k)
+        return f"{self.origin}[{k}]"
+
+    def row(self, k: int) -> dict:
+        if isinstance(self.table, _JsonlTable):
+            return self.table.row(k)
+        value = self.table[k]
+        if not isinstance(value, dict):
+            raise _Bad(f"expected an object, got {type(value).__name__}")
+        return value
+
+    def iter_rows(self, columns: Sequence[str] | None) -> Iterator[dict | _Bad]:
+        if isinstance(self.table, _JsonlTable):
+            yield from self.table.iter_rows()
+        elif self.arrow:
+            table = self.table
+            if columns is not None:
+                table = table.select_columns([c for c in columns if c in table.column_names])
+            yield from table
+        else:
+            for value in self.table:
+                yield value if isinstance(value, dict) else _Bad("expected an object")
+
+
+@dataclass(frozen=True)
+class _Ctx:
+    """Where a raw row comes from, for converters: global and in-segment index, label."""
+
+    index: int
+    local: int
+    label: str
+    arrow: bool
+
+
+class _Source:
+    """The raw rows of one benchmark: one or more segments addressed by a global index."""
+
+    def __init__(self, dataset: str, segments: list[_Segment]) -> None:
+        self.dataset = dataset
+        self.segments = segments
+        self.starts: list[int] = []
+        total = 0
+        for segment in segments:
+            self.starts.append(total)
+            total += len(segment)
+        self.total = total
+
+    def __len__(self) -> int:
+        return self.total
+
+    def locate(self, i: int) -> tuple[_Segment, int]:
+        for segment, start in zip(reversed(self.segments), reversed(self.starts), strict=True):
+            if i >= start:
+                return segment, i - start
+        raise IndexError(i)
+
+    def where(self, i: int) -> str:
+        segment, k = self.locate(i)
+        return segment.where(k)
+
+    def ctx(self, i: int) -> _Ctx:
+        segment, k = self.locate(i)
+        return _Ctx(i, k, segment.label, segment.arrow)
+
+    def row(self, i: int) -> dict:
+        segment, k = self.locate(i)
+        return segment.row(k)
+
+    def iter_rows(self, columns: Sequence[str] | None = None) -> Iterator[tuple[int, dict | _Bad]]:
+        i = 0
+        for segment in self.segments:
+            for value in segment.iter_rows(columns):
+                yield i, value
+                i += 1
+
+    def error(self, i: int, problem: str) -> RowError:
+        return RowError(f"{self.dataset}: raw row {i} ({self.where(i)}): {problem}")
+
+
+PathSpec = str | Path | Sequence[str | Path] | None
+HUB_OPTIONS = ("config", "hub_split", "cache_dir", "hub_kwargs")
+
+
+def _check_hub_options(dataset: str, hub: dict) -> None:
+    unknown = sorted(set(hub) - set(HUB_OPTIONS))
+    if unknown:
+        raise TypeError(f"{dataset}: unknown option(s) {unknown}")
+
+
+def _open(
+    dataset: str,
+    path: PathSpec,
+    default: str | Sequence[str] | None,
+    *,
+    config: str | None = None,
+    hub_split: str | None = None,
+    cache_dir: str | None = None,
+    hub_kwargs: dict | None = None,
+) -> _Source:
+    """Open `path` (local files/folders or hub names; `default` when None) as one source.
+
+    The hub options are those of every loader: `config` (hub config name), `hub_split`,
+    `cache_dir` (also used for the Arrow cache of local parquet/csv files) and `hub_kwargs`
+    (extra keyword arguments of `datasets.load_dataset`, e.g. `data_files` or `revision`).
+    """
+    spec = default if path is None else path
+    if spec is None:
+        raise ValueError(f"{dataset}: no path given and the dataset has no hub default")
+    specs = [spec] if isinstance(spec, str | Path) else list(spec)
+    segments: list[_Segment] = []
+    for item in specs:
+        segments.extend(
+            _open_one(
+                dataset,
+                item,
+                config=config,
+                hub_split=hub_split,
+                cache_dir=cache_dir,
+                hub_kwargs=hub_kwargs,
+            )
+        )
+    return _Source(dataset, segments)
+
+
+def _looks_local(spec: str) -> bool:
+    return (
+        spec.startswith(("/", ".", "~"))
+        or spec.count("/") > 1
+        or "\\" in spec
+        or spec.endswith(LOCAL_SUFFIXES)
+    )
+
+
+def _open_one(
+    dataset: str,
+    spec: str | Path,
+    *,
+    config: str | None,
+    hub_split: str | None,
+    cache_dir: str | None,
+    hub_kwargs: dict | None,
+    label: str | None = None,
+) -> list[_Segment]:
+    local = Path(spec).expanduser()
+    if local.exists():
+        if local.is_file():
+            return [_read_file(local, local.stem, cache_dir)]
+        files = sorted(
+            f for f in local.rglob("*") if f.is_file() and f.suffix.lower() in LOCAL_SUFFIXES
+        )
+        if not files:
+            raise FileNotFoundError(f"{dataset}: no {'/'.join(LOCAL_SUFFIXES)} files in {local}")
+        return [
+            _read_file(f, f.relative_to(local).with_suffix("").as_posix(), cache_dir) for f in files
+        ]
+    if isinstance(spec, Path) or _looks_local(str(spec)):
+        raise FileNotFoundError(f"{dataset}: {spec} does not exist")
+    return [_load_hub(dataset, str(spec), config, hub_split, cache_dir, hub_kwargs, label)]
+
+
+def _read_file(path: Path, label: str, cache_dir: str | None) -> _Segment:
+    suffix = path.suffix.lower()
+    if suffix == ".jsonl":
+        return _Segment(label, str(path), _JsonlTable(path))
+    if suffix == ".json":
+        try:
+            with open(path, encoding="utf-8") as handle:
+                value = json.load(handle)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            # JSONL content in a .json file (BFCL's files): read it line by line.
+            return _Segment(label, str(path), _JsonlTable(path))
+        rows = value if isinstance(value, list) else [value]
+        return _Segment(label, str(path), rows)
+    import datasets  # heavy import, only when a parquet/csv file is read
+
+    kind = {".parquet": "parquet", ".csv": "csv"}[suffix]
+    table = datasets.load_dataset(kind, data_files=str(path), split="train", cache_dir=cache_dir)
+    return _Segment(label, str(path), table, arrow=True)
+
+
+def _load_hub(
+    dataset: str,
+    name: str,
+    config: str | None,
+    hub_split: str | None,
+    cache_dir: str | None,
+    hub_kwargs: dict | None,
+    label: str | None,
+) -> _Segment:
+    import datasets
+
+    loaded = datasets.load_dataset(
+        name, config, split=hub_split, cache_dir=cache_dir, **(hub_kwargs or {})
+    )
+    if isinstance(loaded, datasets.DatasetDict):
+        if len(loaded) != 1:
+            raise ValueError(
+                f"{dataset}: hub dataset {name} has splits {sorted(loaded)}; pass hub_split="
+            )
+        loaded = next(iter(loaded.values()))
+    origin = f"hub:{name}" + (f"/{config}" if config else "")
+    return _Segment(label or (f"{name}/{config}" if config else name), origin, loaded, arrow=True)
+
+
+# ===== The pipeline =============================================================================
+
+Keep = Callable[[dict], str | None]
+Convert = Callable[[dict, _Ctx], dict]
+
+
+class _Run:
+    """Filter -> split -> subsample -> convert over one source, recording exclusions."""
+
+    def __init__(self, name: str, source: _Source, strict: bool) -> None:
+        self.name = name
+        self.source = source
+        self.strict = strict
+        self.excluded: Counter[str] = Counter()
+
+    def fail(self, i: int, problem: str) -> None:
+        if self.strict:
+            raise self.source.error(i, problem)
+        self.excluded[f"unconvertible raw row ({problem[:80]})"] += 1
+        logger.debug("%s", self.source.error(i, problem))
+
+    def filter(self, keep: Keep | None, columns: Sequence[str] | None = None) -> list[int]:
+        if keep is None:
+            return list(range(len(self.source)))
+        kept = []
+        for i, raw in self.source.iter_rows(columns):
+            if isinstance(raw, _Bad):
+                self.fail(i, str(raw))
+                continue
+            try:
+                reason = keep(raw)
+            except (_Bad, KeyError, TypeError, ValueError, AttributeError) as err:
+                self.fail(i, _describe(err))
+                continue
+            if reason is None:
+                kept.append(i)
+            else:
+                self.excluded[reason] += 1
+        return kept
+
+    def convert(self, positions: list[int], convert: Convert) -> list[dict]:
+        rows = []
+        for i in positions:
+            try:
+                rows.append(convert(self.source.row(i), self.source.ctx(i)))
+            except (_Bad, KeyError, TypeError, ValueError, AttributeError) as err:
+                self.fail(i, _describe(err))
+        return rows
+
+    def report(self, returned: int) -> None:
+        """Record the exclusions of this load and log them (a warning) if there are any."""
+        EXCLUSIONS[self.name] = dict(self.excluded)
+        if self.excluded:
+            total = sum(self.excluded.values())
+            details = "; ".join(f"{k}: {v}" for k, v in sorted(self.excluded.items()))
+            logger.warning(
+                "%s: excluded %d raw rows, returned %d rows: %s",
+                self.name,
+                total,
+                returned,
+                details,
+            )
+
+    def finish(
+        self, positions: Sequence[int], n: int | None, seed: int, convert: Convert
+    ) -> list[dict]:
+        """Subsample `positions`, convert them and report: the last stages of every loader."""
+        rows = self.convert(subsample(positions, n, seed), convert)
+        self.report(len(rows))
+        return rows
+
+
+def _describe(err: Exception) -> str:
+    if isinstance(err, KeyError):
+        return f"missing field {err.args[0]!r}"
+    if isinstance(err, _Bad):
+        return str(err)
+    return f"{type(err).__name__}: {err}"
+
+
+def holdout_split(
+    positions: Sequence[int], part: str, fraction: float, split_seed: int
+) -> list[int]:
+    """The `part` ("train" or "test") of a held-out split of `positions`, in source order.
+
+    Same permutation as ``datasets.Dataset.train_test_split(test_size=fraction,
+    seed=split_seed)``: the first ceil(fraction * N) permuted rows are the test part.
+    """
+    import numpy as np
+
+    if part not in ("train", "test"):
+        raise ValueError(f"part must be 'train' or 'test', got {part!r}")
+    if not 0.0 < fraction < 1.0:
+        raise ValueError(f"test fraction must be in (0, 1), got {fraction}")
+    total = len(positions)
+    if total == 0:
+        return []
+    n_test = math.ceil(fraction * total)
+    permutation = np.random.default_rng(split_seed).permutation(total)
+    chosen = permutation[:n_test] if part == "test" else permutation[n_test:]
+    return [positions[k] for k in sorted(int(k) for k in chosen)]
+
+
+def subsample(positions: Sequence[int], n: int | None, seed: int) -> list[int]:
+    """At most `n` of `positions`, drawn with `random.Random(seed)`, kept in source order."""
+    if n is None or n >= len(positions):
+        return list(positions)
+    if n < 0:
+        raise ValueError(f"n must be >= 0, got {n}")
+    chosen = random.Random(seed).sample(range(len(positions)), n)
+    return [positions[k] for k in sorted(chosen)]
+
+
+# ===== Helpers ==================================================================================
+
+
+def _text(value: Any, what: str) -> str:
+    if value is None:
+        raise _Bad(f"missing {what}")
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise _Bad(f"{what} must be text, got {type(value).__name__}")
+    text = str(value).strip()
+    if not text:
+        raise _Bad(f"empty {what}")
+    return text
+
+
+def _first(raw: dict, keys: Sequence[str]) -> Any:
+    for key in keys:
+        if raw.get(key) is not None:
+            return raw[key]
+    return None
+
+
+def _digest(*parts: str) -> str:
+    return hashlib.sha1("\x1f".join(parts).encode("utf-8")).hexdigest()[:16]
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "_"
+
+
+def _drop_none(value: Any) -> Any:
+    """Remove the None-valued keys Arrow adds when it unifies nested object schemas."""
+    if isinstance(value, dict):
+        return {k: _drop_none(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_drop_none(v) for v in value]
+    return value
+
+
+def _last_user(messages: list, what: str, missing: str) -> str:
+    """The text of the last user message in `messages`; `_Bad(missing)` if there is none."""
+    users = [m for m in messages if isinstance(m, dict) and m.get("role") == "user"]
+    if not users:
+        raise _Bad(missing)
+    return _text(users[-1].get("content"), what)
+
+
+def _duplicate(seen: dict[str, str], key: str, answer: str, what: str) -> str | None:
+    """None the first time `key` is seen (recording its answer), else the exclusion reason."""
+    if key not in seen:
+        seen[key] = answer
+        return None
+    if seen[key] != answer:
+        return f"duplicate {what} with a different answer (first kept)"
+    return f"duplicate {what}"
+
+
+def _prompt(system: str | None, user: str) -> list[dict]:
+    messages = [{"role": "system", "content": system}] if system else []
+    messages.append({"role": "user", "content": user})
+    return messages
+
+
+def _row(name: str, domain: str, key: str, prompt: list[dict], answer: str, meta: dict) -> dict:
+    return {
+        "id": f"{name}-{key}",
+        "domain": domain,
+        "benchmark": name,
+        "prompt": prompt,
+        "answer": answer,
+        "metadata": meta,
+    }
+
+
+def _options_text(options: Sequence[str], style: str = "{letter}. {text}") -> str:
+    return "\n".join(style.format(letter=LETTERS[i], text=o) for i, o in enumerate(options))
+
+
+def _json_value(value: Any, what: str) -> Any:
+    """`value` itself, or parsed if it is a JSON string."""
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError as err:
+            raise _Bad(f"{what} is not valid JSON ({err.msg})") from None
+    return value
+
+
+def _check_n(n: int | None) -> None:
+    if n is not None and (not isinstance(n, int) or n < 0):
+        raise ValueError(f"n must be a non-negative int or None, got {n!r}")

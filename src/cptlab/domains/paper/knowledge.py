@@ -1,0 +1,170 @@
+"""Knowledge benchmark: MMLU-Redux 2.0 (ood), rows the annotators found sound."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from cptlab.domains.paper.common import (
+    LETTERS,
+    PathSpec,
+    _Bad,
+    _check_hub_options,
+    _check_n,
+    _Ctx,
+    _json_value,
+    _open,
+    _open_one,
+    _options_text,
+    _prompt,
+    _row,
+    _Run,
+    _slug,
+    _Source,
+    _text,
+)
+from cptlab.domains.registry import Benchmark
+
+# MMLU-Redux 2.0 (edinburgh-dawg/mmlu-redux-2.0, one config per subject, split "test"):
+#   question, choices [4 str], answer (int 0-3), error_type ("ok", "bad_question_clarity",
+#   "bad_options_clarity", "no_correct_answer", "multiple_correct_answers",
+#   "wrong_groundtruth", "expert"), source, correct_answer, potential_reason.
+# Local copies: one file per subject, the subject taken from the file's folder or name.
+MMLU_REDUX_HUB = "edinburgh-dawg/mmlu-redux-2.0"
+MMLU_QUESTION = "question"
+MMLU_CHOICES = "choices"
+MMLU_ANSWER = "answer"
+MMLU_ERROR_TYPE = "error_type"
+MMLU_CORRECT_ANSWER = "correct_answer"
+MMLU_SUBJECT = "subject"  # not in the raw rows; accepted if a copy adds it
+MMLU_KEEP_ERROR_TYPES = ("ok",)
+MMLU_SUBJECTS = (
+    "abstract_algebra anatomy astronomy business_ethics clinical_knowledge college_biology "
+    "college_chemistry college_computer_science college_mathematics college_medicine "
+    "college_physics computer_security conceptual_physics econometrics electrical_engineering "
+    "elementary_mathematics formal_logic global_facts high_school_biology "
+    "high_school_chemistry high_school_computer_science high_school_european_history "
+    "high_school_geography high_school_government_and_politics high_school_macroeconomics "
+    "high_school_mathematics high_school_microeconomics high_school_physics "
+    "high_school_psychology high_school_statistics high_school_us_history "
+    "high_school_world_history human_aging human_sexuality international_law jurisprudence "
+    "logical_fallacies machine_learning management marketing medical_genetics miscellaneous "
+    "moral_disputes moral_scenarios nutrition philosophy prehistory professional_accounting "
+    "professional_law professional_medicine professional_psychology public_relations "
+    "security_studies sociology us_foreign_policy virology world_religions"
+).split()
+
+
+def _mmlu_subject(raw: dict, label: str) -> str:
+    if raw.get(MMLU_SUBJECT):
+        return str(raw[MMLU_SUBJECT])
+    parts = label.split("/")
+    # Hub segments are labelled "<hub name>/<subject>", local files "<subject>/<file>" or
+    # "<subject>"; take the part that is a known subject, else the folder / file name.
+    for part in reversed(parts):
+        if part in MMLU_SUBJECTS:
+            return part
+    return parts[0] if len(parts) > 1 else parts[-1]
+
+
+def _mmlu_index(value: Any, what: str) -> int:
+    if isinstance(value, bool):
+        raise _Bad(f"{what} must be an option index or letter")
+    if isinstance(value, int):
+        index = value
+    else:
+        text = _text(value, what)
+        if text.isdigit():
+            index = int(text)
+        elif len(text) == 1 and text.upper() in LETTERS:
+            index = LETTERS.index(text.upper())
+        else:
+            raise _Bad(f"{what} {text[:20]!r} is not an option index or letter")
+    return index
+
+
+def load_mmlu_redux(
+    n: int | None = None,
+    seed: int = 0,
+    path: PathSpec = None,
+    *,
+    keep_error_types: Sequence[str] = MMLU_KEEP_ERROR_TYPES,
+    fix_wrong_groundtruth: bool = False,
+    subjects: Sequence[str] | None = None,
+    strict: bool = True,
+    **hub: Any,
+) -> list[dict]:
+    """MMLU-Redux 2.0: rows whose error_type is not in `keep_error_types` are excluded (counted
+    per error type). `fix_wrong_groundtruth=True` keeps "wrong_groundtruth" rows with the
+    annotators' `correct_answer` instead."""
+    _check_n(n)
+    name = "mmlu_redux"
+    keep_types = set(keep_error_types) | ({"wrong_groundtruth"} if fix_wrong_groundtruth else set())
+    local = isinstance(path, str | Path) and Path(path).expanduser().exists()
+    if local or (path is not None and not isinstance(path, str)):
+        source = _open(name, path, None, **hub)
+    else:
+        repo = str(path) if path is not None else MMLU_REDUX_HUB
+        _check_hub_options(name, hub)
+        options = {"hub_split": "test", "config": None, "cache_dir": None, "hub_kwargs": None}
+        options.update(hub)
+        config = options.pop("config")
+        segments = []
+        for subject in subjects or MMLU_SUBJECTS:
+            label = f"{repo}/{subject}"
+            segments += _open_one(name, repo, config=config or subject, label=label, **options)
+        source = _Source(name, segments)
+    run = _Run(name, source, strict)
+    wanted_subjects = set(subjects) if subjects else None
+
+    def keep(raw: dict) -> str | None:
+        error_type = raw.get(MMLU_ERROR_TYPE)
+        if error_type not in keep_types:
+            return f"error_type={error_type!r}"
+        return None
+
+    def convert(raw: dict, ctx: _Ctx) -> dict:
+        subject = _mmlu_subject(raw, ctx.label)
+        question = _text(raw.get(MMLU_QUESTION), "question")
+        choices = _json_value(raw.get(MMLU_CHOICES), "choices")
+        if not isinstance(choices, list) or len(choices) < 2:
+            raise _Bad("choices must be a list of 2+ options")
+        options = [_text(c, f"option {k}") for k, c in enumerate(choices)]
+        index = _mmlu_index(raw.get(MMLU_ANSWER), "answer")
+        error_type = raw.get(MMLU_ERROR_TYPE)
+        if error_type == "wrong_groundtruth" and fix_wrong_groundtruth:
+            index = _mmlu_index(raw.get(MMLU_CORRECT_ANSWER), "correct_answer")
+        if not 0 <= index < len(options):
+            raise _Bad(f"answer index {index} out of range for {len(options)} options")
+        topic = subject.replace("_", " ")
+        user = (
+            f"The following is a multiple-choice question about {topic}.\n\n{question}\n\n"
+            f"{_options_text(options)}\n\nThink step by step, then finish with "
+            '"The answer is X", where X is the letter of the correct option.'
+        )
+        meta = {
+            "options": options,
+            "subject": subject,
+            "error_type": error_type,
+            "source_index": ctx.local,
+        }
+        key = f"{_slug(subject)}-{ctx.local}"
+        return _row(name, "knowledge", key, _prompt(None, user), LETTERS[index], meta)
+
+    positions = run.filter(keep, (MMLU_ERROR_TYPE,))
+    if wanted_subjects is not None and local:
+        kept = []
+        for i in positions:
+            if _mmlu_subject({}, source.ctx(i).label) in wanted_subjects:
+                kept.append(i)
+            else:
+                run.excluded["subject not selected"] += 1
+        positions = kept
+    return run.finish(positions, n, seed, convert)
+
+
+ENTRIES = (
+    Benchmark("mmlu_redux", "knowledge", "ood", "mcq_letter", load_mmlu_redux,
+              "MMLU-Redux 2.0, error_type 'ok' rows"),
+)  # fmt: skip

@@ -1,0 +1,95 @@
+"""Logic benchmark: ZebraLogic grid puzzles (ood), scored by cell accuracy."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from cptlab.domains.paper.common import (
+    PathSpec,
+    _Bad,
+    _check_n,
+    _Ctx,
+    _digest,
+    _json_value,
+    _open,
+    _prompt,
+    _row,
+    _Run,
+    _slug,
+    _text,
+)
+from cptlab.domains.registry import Benchmark
+
+# ZebraLogic (allenai/ZebraLogicBench-private, config "grid_mode", split "test"; the public
+# allenai/ZebraLogicBench masks the solutions):
+#   id "lgp-test-5x6-16", size "5*6", puzzle (text),
+#   solution {"header": ["House", "Name", ...], "rows": [["1", "Eric", ...], ...]}.
+ZEBRA_HUB = "allenai/ZebraLogicBench-private"
+ZEBRA_CONFIG = "grid_mode"
+ZEBRA_ID = "id"
+ZEBRA_SIZE = "size"
+ZEBRA_PUZZLE = "puzzle"
+ZEBRA_SOLUTION = "solution"  # {"header", "rows"}
+
+
+def zebra_grid(solution: Any) -> dict:
+    """{"House 1": {attribute: value}} from ZebraLogic's {"header", "rows"} solution."""
+    solution = _json_value(solution, "solution")
+    if not isinstance(solution, dict):
+        raise _Bad("solution must be {'header': [...], 'rows': [...]}")
+    header, rows = solution.get("header"), solution.get("rows")
+    if not isinstance(header, list) or len(header) < 2 or not isinstance(rows, list) or not rows:
+        raise _Bad("solution needs a header of 2+ columns and 1+ rows")
+    grid: dict[str, dict[str, str]] = {}
+    for r, cells in enumerate(rows):
+        if not isinstance(cells, list) or len(cells) != len(header):
+            raise _Bad(f"solution row {r} does not have {len(header)} cells")
+        values = [_text(c, f"solution cell ({r}, {k})") for k, c in enumerate(cells)]
+        if any(set(v) <= {"_"} for v in values):
+            raise _Bad("the solution is masked (___): use allenai/ZebraLogicBench-private")
+        house = values[0] if values[0].lower().startswith("house") else f"House {values[0]}"
+        grid[house] = {str(h): v for h, v in zip(header[1:], values[1:], strict=True)}
+    return grid
+
+
+def load_zebralogic(
+    n: int | None = None,
+    seed: int = 0,
+    path: PathSpec = None,
+    *,
+    strict: bool = True,
+    **hub: Any,
+) -> list[dict]:
+    """ZebraLogic grid puzzles; the answer is the JSON solution grid (cell accuracy)."""
+    _check_n(n)
+    name = "zebralogic"
+    source = _open(name, path, ZEBRA_HUB, **{"config": ZEBRA_CONFIG, "hub_split": "test", **hub})
+    run = _Run(name, source, strict)
+
+    def convert(raw: dict, ctx: _Ctx) -> dict:
+        puzzle = _text(raw.get(ZEBRA_PUZZLE), "puzzle")
+        grid = zebra_grid(raw.get(ZEBRA_SOLUTION))
+        template = {
+            "reasoning": "___",
+            "solution": {h: {a: "___" for a in attrs} for h, attrs in grid.items()},
+        }
+        user = (
+            f"{puzzle}\n\nSolve the puzzle. Explain your reasoning, then give your answer as a "
+            "JSON object of the following form, with every ___ replaced by the right value:\n"
+            f"```json\n{json.dumps(template, indent=2)}\n```"
+        )
+        raw_id = raw.get(ZEBRA_ID)
+        key = _slug(str(raw_id)) if raw_id else _digest(puzzle)
+        meta = {"size": raw.get(ZEBRA_SIZE), "source_index": ctx.index}
+        meta = {k: v for k, v in meta.items() if v is not None}
+        answer = json.dumps(grid, ensure_ascii=False)
+        return _row(name, "logic", key, _prompt(None, user), answer, meta)
+
+    return run.finish(run.filter(None), n, seed, convert)
+
+
+ENTRIES = (
+    Benchmark("zebralogic", "logic", "ood", "zebra_grid", load_zebralogic,
+              "ZebraLogic grid puzzles"),
+)  # fmt: skip

@@ -1,0 +1,221 @@
+"""Math benchmarks: DAPO-Math-17k (train), AIME 2024 + 2025 (id), MATH-500 (ood)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from cptlab.domains.paper.common import (
+    PathSpec,
+    _Bad,
+    _check_n,
+    _Ctx,
+    _digest,
+    _duplicate,
+    _first,
+    _last_user,
+    _open,
+    _prompt,
+    _row,
+    _Run,
+    _slug,
+    _text,
+)
+from cptlab.domains.registry import Benchmark
+from cptlab.verifiers.math import last_boxed
+
+# Math prompt: the usual Qwen math instruction; the study scores the last \boxed{}.
+MATH_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
+
+# DAPO-Math-17k (BytedTsinghua-SIA/DAPO-Math-17k, verl parquet format, split "train"):
+#   prompt       [{"role": "user", "content": DAPO_PREFIX + problem + DAPO_SUFFIX}]
+#   reward_model {"ground_truth": "34", "style": "rule-lean"}
+#   extra_info   {"index": "<uuid>"}, data_source "math_dapo", ability "MATH".
+# The hub copy repeats each of its ~17.9k problems ~100 times; duplicates are dropped by rule.
+# The deduplicated variant open-r1/DAPO-Math-17k-Processed has `prompt` as the bare problem
+# string and the answer in `solution` (also accepted).
+DAPO_HUB = "BytedTsinghua-SIA/DAPO-Math-17k"
+DAPO_PROMPT = "prompt"
+DAPO_REWARD = "reward_model"  # ["ground_truth"]
+DAPO_SOLUTION = "solution"  # processed variant
+DAPO_EXTRA = "extra_info"  # ["index"]
+DAPO_PREFIX = (
+    "Solve the following math problem step by step. The last line of your response should be "
+    "of the form Answer: $Answer (without quotes) where $Answer is the answer to the problem."
+)
+DAPO_SUFFIX = 'Remember to put your answer on its own line after "Answer:".'
+
+# AIME 2024 + 2025. Mirrors differ: math-ai/aime24 (problem, solution = boxed answer, id, url),
+# math-ai/aime25 (problem, answer, id), HuggingFaceH4/aime_2024 (id, problem, solution,
+# answer, url, year), Maxwell-Jia/AIME_2024 (ID, Problem, Solution, Answer),
+# opencompass/AIME2025 (question, answer). The first present alias wins.
+AIME_HUB = ("math-ai/aime24", "math-ai/aime25")
+AIME_PROBLEM = ("problem", "Problem", "question")
+AIME_ANSWER = ("answer", "Answer")
+AIME_SOLUTION = ("solution", "Solution")  # fallback: a boxed or short final answer
+AIME_ID = ("id", "ID", "problem_idx", "url")
+
+# MATH-500 (HuggingFaceH4/MATH-500, split "test"):
+#   problem, solution, answer, subject, level (int 1-5), unique_id ("test/precalculus/807.json").
+MATH500_HUB = "HuggingFaceH4/MATH-500"
+MATH500_PROBLEM = "problem"
+MATH500_ANSWER = "answer"
+MATH500_ID = "unique_id"
+
+
+def _math_answer(raw: dict, answer_keys: Sequence[str], solution_keys: Sequence[str]) -> str:
+    value = _first(raw, answer_keys)
+    if value is None:
+        solution = _first(raw, solution_keys)
+        if solution is None:
+            raise _Bad(f"missing answer (none of {list(answer_keys) + list(solution_keys)})")
+        solution = str(solution)
+        boxed = last_boxed(solution)
+        if boxed is not None:
+            value = boxed
+        elif len(solution.strip()) <= 40 and "\n" not in solution.strip():
+            value = solution
+        else:
+            raise _Bad("no answer field, and the solution has no \\boxed{} final answer")
+    text = _text(value, "answer")
+    boxed = last_boxed(text)
+    return _text(boxed, "answer") if boxed is not None else text
+
+
+def _math_row(name: str, key: str, problem: str, answer: str, meta: dict) -> dict:
+    user = f"{problem}\n\n{MATH_INSTRUCTION}"
+    return _row(name, "math", key, _prompt(None, user), answer, meta)
+
+
+def _dapo_problem(raw: dict) -> str:
+    prompt = raw.get(DAPO_PROMPT)
+    if isinstance(prompt, list):
+        text = _last_user(prompt, "problem", "prompt has no user message")
+    else:
+        text = _text(prompt, "problem")
+    if text.startswith(DAPO_PREFIX):
+        text = text[len(DAPO_PREFIX) :]
+    if text.rstrip().endswith(DAPO_SUFFIX):
+        text = text.rstrip()[: -len(DAPO_SUFFIX)]
+    return _text(text, "problem")
+
+
+def _dapo_answer(raw: dict) -> str:
+    reward = raw.get(DAPO_REWARD)
+    value = reward.get("ground_truth") if isinstance(reward, dict) else None
+    if value is None:
+        value = raw.get(DAPO_SOLUTION)
+    return _text(value, "answer (reward_model.ground_truth)")
+
+
+def load_dapo_math(
+    n: int | None = None,
+    seed: int = 0,
+    path: PathSpec = None,
+    *,
+    dedupe: bool = True,
+    strict: bool = True,
+    **hub: Any,
+) -> list[dict]:
+    """DAPO-Math-17k training prompts, deduplicated by problem text."""
+    _check_n(n)
+    name = "dapo_math"
+    source = _open(name, path, DAPO_HUB, **{"hub_split": "train", **hub})
+    run = _Run(name, source, strict)
+    seen: dict[str, str] = {}
+
+    def keep(raw: dict) -> str | None:
+        if not dedupe:
+            return None
+        problem, answer = _dapo_problem(raw), _dapo_answer(raw)
+        return _duplicate(seen, " ".join(problem.split()), answer, "problem")
+
+    def convert(raw: dict, ctx: _Ctx) -> dict:
+        problem, answer = _dapo_problem(raw), _dapo_answer(raw)
+        extra = raw.get(DAPO_EXTRA)
+        meta = {"source_index": ctx.index}
+        if isinstance(extra, dict) and extra.get("index") is not None:
+            meta["source_id"] = str(extra["index"])
+        return _math_row(name, _digest(" ".join(problem.split())), problem, answer, meta)
+
+    positions = run.filter(keep, (DAPO_PROMPT, DAPO_REWARD, DAPO_SOLUTION))
+    return run.finish(positions, n, seed, convert)
+
+
+def _aime_year(raw: dict, raw_id: Any, label: str) -> str | None:
+    """The contest year from a `year` field, the id/url ("2024-I-3"), or the source name."""
+    if raw.get("year"):
+        return str(raw["year"])
+    found = re.search(r"(?<!\d)(20\d\d)(?!\d)", f"{raw_id} {raw.get('url', '')} {label}")
+    if found:
+        return found.group(1)
+    found = re.search(r"aime[_-]?(\d\d)(?!\d)", label, re.IGNORECASE)
+    return "20" + found.group(1) if found else None
+
+
+def load_aime(
+    n: int | None = None,
+    seed: int = 0,
+    path: PathSpec = None,
+    *,
+    strict: bool = True,
+    **hub: Any,
+) -> list[dict]:
+    """AIME 2024 + 2025 (two sources by default: one per year); integer answers 0-999."""
+    _check_n(n)
+    name = "aime"
+    source = _open(name, path, AIME_HUB, **{"hub_split": "test", **hub})
+    run = _Run(name, source, strict)
+
+    def convert(raw: dict, ctx: _Ctx) -> dict:
+        problem = _text(_first(raw, AIME_PROBLEM), "problem")
+        answer = _math_answer(raw, AIME_ANSWER, AIME_SOLUTION)
+        if not re.fullmatch(r"\d{1,3}", answer):
+            raise _Bad(f"AIME answer {answer[:40]!r} is not an integer 0-999")
+        answer = str(int(answer))
+        raw_id = _first(raw, AIME_ID)
+        key = f"{_slug(ctx.label)}-{_slug(str(raw_id)) if raw_id is not None else ctx.local}"
+        meta = {"source": ctx.label, "source_index": ctx.local}
+        if raw_id is not None:
+            meta["source_id"] = str(raw_id)
+        year = _aime_year(raw, raw_id, ctx.label)
+        if year is not None:
+            meta["year"] = year
+        return _math_row(name, key, problem, answer, meta)
+
+    return run.finish(run.filter(None), n, seed, convert)
+
+
+def load_math500(
+    n: int | None = None,
+    seed: int = 0,
+    path: PathSpec = None,
+    *,
+    strict: bool = True,
+    **hub: Any,
+) -> list[dict]:
+    """MATH-500: the 500-problem subset of MATH used by PRM800K."""
+    _check_n(n)
+    name = "math500"
+    source = _open(name, path, MATH500_HUB, **{"hub_split": "test", **hub})
+    run = _Run(name, source, strict)
+
+    def convert(raw: dict, ctx: _Ctx) -> dict:
+        problem = _text(raw.get(MATH500_PROBLEM), "problem")
+        answer = _math_answer(raw, (MATH500_ANSWER,), ("solution",))
+        raw_id = raw.get(MATH500_ID)
+        key = str(raw_id).removesuffix(".json") if raw_id else f"{ctx.index}"
+        meta = {"source_index": ctx.index, "subject": raw.get("subject"), "level": raw.get("level")}
+        meta = {k: v for k, v in meta.items() if v is not None}
+        return _math_row(name, key, problem, answer, meta)
+
+    return run.finish(run.filter(None), n, seed, convert)
+
+
+ENTRIES = (
+    Benchmark("dapo_math", "math", "train", "math_boxed", load_dapo_math,
+              "DAPO-Math-17k, deduplicated"),
+    Benchmark("aime", "math", "id", "math_boxed", load_aime, "AIME 2024 + 2025"),
+    Benchmark("math500", "math", "ood", "math_boxed", load_math500, "MATH-500"),
+)  # fmt: skip

@@ -1,0 +1,380 @@
+"""Tool-use benchmarks: ToolAlpaca (train / id, held-out split), BFCL "multiple" (ood)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from cptlab.domains.paper.common import (
+    SPLIT_SEED,
+    TEST_FRACTION,
+    PathSpec,
+    _Bad,
+    _check_hub_options,
+    _check_n,
+    _Ctx,
+    _drop_none,
+    _first,
+    _json_value,
+    _looks_local,
+    _open,
+    _prompt,
+    _row,
+    _Run,
+    _Segment,
+    _slug,
+    _Source,
+    _text,
+    holdout_split,
+)
+from cptlab.domains.registry import Benchmark
+
+# ToolAlpaca (github.com/tangqiaoyu/ToolAlpaca: data/train_data.json, data/eval_simulated.json,
+# data/eval_real.json; no canonical hub copy): a JSON list of API entries
+#   Name, Description, Category, Introduction, Documentation (OpenAPI JSON string),
+#   NLDocumentation, Function_Description {function name: description incl. parameters},
+#   Instructions [str], Instances [{input, output, Final Thought,
+#       intermediate_steps: [[[action, action_input (JSON string), log], observation], ...]}]
+#   Golden_Answers [[{"Action", "Action_Input"}], ...] (eval files, one list per instruction).
+# An instance without intermediate steps is a failed generation ({"error": ...}): excluded.
+TOOLALPACA_NAME = "Name"
+TOOLALPACA_DESCRIPTION = ("Description", "Introduction")
+TOOLALPACA_FUNCTIONS = "Function_Description"
+TOOLALPACA_NLDOC = "NLDocumentation"
+TOOLALPACA_INSTRUCTIONS = "Instructions"
+TOOLALPACA_INSTANCES = "Instances"
+TOOLALPACA_GOLDEN = "Golden_Answers"
+TOOLALPACA_STEPS = "intermediate_steps"
+# ToolAlpaca's agent always offers this tool to ask the user for missing information.
+TOOLALPACA_GET_DETAILS = (
+    "getDetails",
+    'Ask the user for details that are missing. Input: {"Question": "<what to ask>"}',
+)
+TOOLALPACA_SYSTEM = """You can use the tools of the API "{api}" to help the user.
+{description}
+
+Tools:
+{tools}
+
+Use this format:
+Thought: reason about what to do next
+Action: the tool to call, one of [{names}]
+Action Input: the tool's input, one JSON object
+... (repeat Thought / Action / Action Input for every call that is needed)
+Thought: I have made every call that is needed
+Final Answer: a short answer for the user
+
+You will not see the tools' outputs: write all the calls the request needs, with complete \
+inputs, then the Final Answer."""
+
+# BFCL v4 (github.com/ShishirPatil/gorilla, berkeley-function-call-leaderboard/bfcl_eval/data;
+# also the hub repo gorilla-llm/Berkeley-Function-Calling-Leaderboard). Two JSONL files
+# (named .json): BFCL_v4_multiple.json with
+#   id "multiple_0", question [[{"role": "user", "content": ...}]] (turns of messages),
+#   function [{"name", "description", "parameters": {"type": "dict", "properties", "required"}}]
+# and possible_answer/BFCL_v4_multiple.json with
+#   id, ground_truth [{function name: {argument: [allowed values]}}] ("" marks optional).
+BFCL_FILE = re.compile(r"BFCL_v\d+_multiple\.json$")
+BFCL_ANSWER_DIR = "possible_answer"
+BFCL_HUB = "gorilla-llm/Berkeley-Function-Calling-Leaderboard"
+BFCL_ID = "id"
+BFCL_QUESTION = "question"
+BFCL_FUNCTION = "function"
+BFCL_GROUND_TRUTH = "ground_truth"
+BFCL_SYSTEM = (
+    "You are an expert in composing function calls. You are given a question and a set of "
+    "possible functions. Based on the question, make one or more function calls to achieve "
+    "the purpose. If none of the functions can be used, say so. If the question lacks "
+    "parameters that a function requires, say so.\n\n"
+    "If you call functions, reply only with the calls, in the format "
+    "[func_name1(param_name1=value1, param_name2=value2), func_name2(param=value)], "
+    "and no other text.\n\n"
+    "Here is the list of functions you can call, in JSON format:\n{functions}"
+)
+
+
+def _toolalpaca_items(dataset: str, source: _Source, run: _Run) -> _Source:
+    """One item per (API, instance) with its reference calls; failed instances excluded."""
+    items: list[dict] = []
+    wheres: list[str] = []
+    for i, api in source.iter_rows():
+        if isinstance(api, _Bad):
+            run.fail(i, str(api))
+            continue
+        where = source.where(i)
+        try:
+            api_name = _text(api.get(TOOLALPACA_NAME), "API Name")
+            instances = api.get(TOOLALPACA_INSTANCES) or []
+            instructions = api.get(TOOLALPACA_INSTRUCTIONS) or []
+            golden = api.get(TOOLALPACA_GOLDEN) or []
+            if not isinstance(instances, list) or not isinstance(golden, list):
+                raise _Bad("Instances and Golden_Answers must be lists")
+        except _Bad as err:
+            run.fail(i, str(err))
+            continue
+        count = max(len(instances), len(golden))
+        if count == 0:
+            run.excluded["API without instances"] += 1
+        for k in range(count):
+            instance = instances[k] if k < len(instances) else None
+            reference = golden[k] if k < len(golden) and golden[k] else None
+            if reference is None and isinstance(instance, dict):
+                reference = instance.get(TOOLALPACA_STEPS)
+            if not reference:
+                run.excluded["instance without reference calls (failed generation)"] += 1
+                continue
+            instruction = instance.get("input") if isinstance(instance, dict) else None
+            if instruction is None and k < len(instructions):
+                instruction = instructions[k]
+            items.append(
+                {
+                    "api": api,
+                    "api_name": api_name,
+                    "instance_index": k,
+                    "api_index": i,
+                    "instruction": instruction,
+                    "reference": reference,
+                }
+            )
+            wheres.append(f"{where} instance {k}")
+    return _Source(dataset, [_Segment("toolalpaca", "toolalpaca", items, wheres=wheres)])
+
+
+def _toolalpaca_calls(reference: Any) -> list[dict]:
+    calls = []
+    for s, step in enumerate(reference):
+        if isinstance(step, dict):  # Golden_Answers: {"Action", "Action_Input"}
+            action, action_input = step.get("Action"), step.get("Action_Input")
+        elif isinstance(step, list | tuple) and step and isinstance(step[0], list | tuple):
+            action, action_input = step[0][0], step[0][1] if len(step[0]) > 1 else None
+        else:
+            raise _Bad(f"reference step {s} is neither {{Action, Action_Input}} nor a step")
+        action = _text(action, f"reference step {s} action")
+        if action_input is None or (isinstance(action_input, str) and not action_input.strip()):
+            arguments: Any = {}
+        elif isinstance(action_input, str):
+            try:
+                arguments = json.loads(action_input)
+            except json.JSONDecodeError as err:
+                raise _Bad(f"reference step {s} Action Input is not JSON ({err.msg})") from None
+        else:
+            arguments = action_input
+        if not isinstance(arguments, dict):
+            raise _Bad(f"reference step {s} Action Input must be a JSON object")
+        calls.append({"name": action, "arguments": arguments})
+    return calls
+
+
+def _toolalpaca_tools(api: dict) -> list[tuple[str, str]]:
+    functions = api.get(TOOLALPACA_FUNCTIONS)
+    if isinstance(functions, str):
+        functions = _json_value(functions, TOOLALPACA_FUNCTIONS)
+    tools: list[tuple[str, str]] = []
+    if isinstance(functions, dict):
+        tools = [(str(k), str(v).strip()) for k, v in functions.items() if v is not None]
+    if not tools:
+        raise _Bad("no Function_Description (tool documentation)")
+    if TOOLALPACA_GET_DETAILS[0] not in dict(tools):
+        tools.append(TOOLALPACA_GET_DETAILS)
+    return tools
+
+
+def _load_toolalpaca(
+    name: str,
+    part: str,
+    n: int | None,
+    seed: int,
+    path: PathSpec,
+    *,
+    holdout: float | None = TEST_FRACTION,
+    split_seed: int = SPLIT_SEED,
+    strict: bool = True,
+    **hub: Any,
+) -> list[dict]:
+    _check_n(n)
+    if path is None:
+        raise ValueError(
+            f"{name}: ToolAlpaca has no canonical hub copy; pass path= (the ToolAlpaca repo's "
+            "data/train_data.json, or an eval file with holdout=None)"
+        )
+    raw_source = _open(name, path, None, **hub)
+    run = _Run(name, raw_source, strict)
+    items = _toolalpaca_items(name, raw_source, run)
+    run.source = items
+
+    def convert(item: dict, ctx: _Ctx) -> dict:
+        api = _drop_none(item["api"]) if raw_source.segments[0].arrow else item["api"]
+        instruction = _text(item["instruction"], "instruction (instance input)")
+        calls = _toolalpaca_calls(item["reference"])
+        tools = _toolalpaca_tools(api)
+        names = [t for t, _ in tools]
+        unknown = sorted({c["name"] for c in calls} - set(names))
+        if unknown:
+            raise _Bad(f"reference calls undocumented tool(s) {unknown}")
+        description = _first(api, TOOLALPACA_DESCRIPTION) or ""
+        system = TOOLALPACA_SYSTEM.format(
+            api=item["api_name"],
+            description=str(description).strip(),
+            tools="\n".join(f"- {t}: {doc}" for t, doc in tools),
+            names=", ".join(names),
+        )
+        key = f"{_slug(item['api_name'])}-{item['instance_index']}"
+        meta = {
+            "api": item["api_name"],
+            "tools": names,
+            "source_index": item["api_index"],
+            "instance_index": item["instance_index"],
+        }
+        answer = json.dumps(calls, ensure_ascii=False, sort_keys=True)
+        return _row(name, "tool", key, _prompt(system, instruction), answer, meta)
+
+    positions = list(range(len(items)))
+    if holdout is not None:
+        positions = holdout_split(positions, part, holdout, split_seed)
+    return run.finish(positions, n, seed, convert)
+
+
+def load_toolalpaca_train(
+    n: int | None = None, seed: int = 0, path: PathSpec = None, **options: Any
+) -> list[dict]:
+    """ToolAlpaca instances, the training part (90%, split seed 42; holdout=None: all)."""
+    return _load_toolalpaca("toolalpaca_train", "train", n, seed, path, **options)
+
+
+def load_toolalpaca_test(
+    n: int | None = None, seed: int = 0, path: PathSpec = None, **options: Any
+) -> list[dict]:
+    """ToolAlpaca instances, the held-out part (10%, split seed 42; holdout=None: all)."""
+    return _load_toolalpaca("toolalpaca_test", "test", n, seed, path, **options)
+
+
+def _bfcl_files(dataset: str, path: Path, answer_path: str | None) -> tuple[Path, Path]:
+    if path.is_dir():
+        found = sorted(
+            (
+                p
+                for p in path.rglob("*.json")
+                if BFCL_FILE.search(p.name) and BFCL_ANSWER_DIR not in p.relative_to(path).parts
+            ),
+            key=lambda p: int(re.search(r"v(\d+)", p.name).group(1)),
+        )
+        if not found:
+            raise FileNotFoundError(f"{dataset}: no BFCL_v*_multiple.json under {path}")
+        questions = found[-1]  # the newest version
+    else:
+        questions = path
+    answers = (
+        Path(answer_path) if answer_path else questions.parent / BFCL_ANSWER_DIR / questions.name
+    )
+    if not answers.exists():
+        raise FileNotFoundError(f"{dataset}: possible-answer file {answers} does not exist")
+    return questions, answers
+
+
+def load_bfcl_multiple(
+    n: int | None = None,
+    seed: int = 0,
+    path: PathSpec = None,
+    *,
+    answer_path: str | None = None,
+    version: int = 4,
+    strict: bool = True,
+    **hub: Any,
+) -> list[dict]:
+    """BFCL "multiple": one call to choose among several functions; AST-checked arguments.
+
+    `path`: the BFCL data folder (with possible_answer/), the question file (its answers
+    beside it in possible_answer/, or `answer_path`), or a hub repo (default: the BFCL hub
+    repo's BFCL_v{version}_multiple.json and possible_answer/ files, fetched with
+    `huggingface_hub.hf_hub_download`; `hub_kwargs` go to it, e.g. `revision`).
+    """
+    _check_n(n)
+    name = "bfcl_multiple"
+    _check_hub_options(name, hub)
+    local = Path(str(path)).expanduser() if isinstance(path, str | Path) else None
+    if local is not None and local.exists():
+        questions_file, answers_file = _bfcl_files(name, local, answer_path)
+        questions = _open(name, str(questions_file), None)
+        answers = _open(name, str(answers_file), None)
+    else:
+        if local is not None and _looks_local(str(path)):
+            raise FileNotFoundError(f"{name}: {path} does not exist")
+        # The hub repo's JSON files are fetched as files (from the HF cache when offline) and
+        # read like local ones: `datasets` cannot unify their per-row function schemas.
+        from huggingface_hub import hf_hub_download
+
+        repo = str(path) if path is not None else BFCL_HUB
+        file = f"BFCL_v{version}_multiple.json"
+        fetched = [
+            hf_hub_download(repo, f, repo_type="dataset", cache_dir=hub.get("cache_dir"),
+                            **(hub.get("hub_kwargs") or {}))
+            for f in (file, f"{BFCL_ANSWER_DIR}/{file}")
+        ]  # fmt: skip
+        questions, answers = _open(name, fetched[0], None), _open(name, fetched[1], None)
+    run = _Run(name, questions, strict)
+    truth: dict[str, Any] = {}
+    for i, raw in answers.iter_rows():
+        if isinstance(raw, _Bad) or raw.get(BFCL_ID) is None:
+            problem = str(raw) if isinstance(raw, _Bad) else "possible answer without an id"
+            raise answers.error(i, problem)
+        value = raw.get(BFCL_GROUND_TRUTH)
+        truth[str(raw[BFCL_ID])] = _drop_none(value) if answers.segments[0].arrow else value
+
+    def convert(raw: dict, ctx: _Ctx) -> dict:
+        if ctx.arrow:
+            raw = _drop_none(raw)
+        raw_id = _text(raw.get(BFCL_ID), "id")
+        functions = _json_value(raw.get(BFCL_FUNCTION), "function")
+        if not isinstance(functions, list) or not functions:
+            raise _Bad("'function' must be a non-empty list of schemas")
+        for f in functions:
+            if not isinstance(f, dict) or not f.get("name"):
+                raise _Bad("every function schema needs a 'name'")
+        turns = _json_value(raw.get(BFCL_QUESTION), "question")
+        if not isinstance(turns, list) or not turns:
+            raise _Bad("'question' must be a non-empty list of turns")
+        if len(turns) != 1:
+            raise _Bad(f"{len(turns)} turns; the multiple category is single-turn")
+        messages = turns[0] if isinstance(turns[0], list) else turns
+        system = BFCL_SYSTEM.format(functions=json.dumps(functions, ensure_ascii=False, indent=1))
+        prompt = [{"role": "system", "content": system}]
+        for m in messages:
+            role, content = m.get("role"), _text(m.get("content"), "message content")
+            if role == "system":
+                prompt[0]["content"] = f"{content}\n\n{prompt[0]['content']}"
+            elif role in ("user", "assistant"):
+                prompt.append({"role": role, "content": content})
+            else:
+                raise _Bad(f"unknown message role {role!r}")
+        if raw_id not in truth:
+            raise _Bad(f"no possible answer for id {raw_id!r}")
+        expected = truth[raw_id]
+        if (
+            not isinstance(expected, list)
+            or not expected
+            or not all(isinstance(e, dict) and len(e) == 1 for e in expected)
+        ):
+            raise _Bad("ground_truth must be a non-empty list of {function: {arg: [values]}}")
+        for call in expected:
+            ((func, arguments),) = call.items()
+            if not isinstance(arguments, dict) or not all(
+                isinstance(v, list) for v in arguments.values()
+            ):
+                raise _Bad(f"ground_truth for {func!r} must map each argument to a value list")
+        answer = json.dumps(expected, ensure_ascii=False)
+        meta = {"functions": functions, "source_id": raw_id, "source_index": ctx.index}
+        return _row(name, "tool", _slug(raw_id), prompt, answer, meta)
+
+    return run.finish(run.filter(None), n, seed, convert)
+
+
+ENTRIES = (
+    Benchmark("toolalpaca_train", "tool", "train", "react_tool", load_toolalpaca_train,
+              "ToolAlpaca, train"),
+    Benchmark("toolalpaca_test", "tool", "id", "react_tool", load_toolalpaca_test,
+              "ToolAlpaca, held out"),
+    Benchmark("bfcl_multiple", "tool", "ood", "function_call_ast", load_bfcl_multiple,
+              "BFCL v4 'multiple' category, AST match"),
+)  # fmt: skip

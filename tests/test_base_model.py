@@ -1,0 +1,89 @@
+"""`cptlab build-base`: determinism on a micro build, and the foundation bounds on a reduced
+build of the embedded default (the slowest test of the suite, ~3-4 minutes on 2 cores)."""
+
+import copy
+import json
+
+import pytest
+import torch
+import yaml
+
+from cptlab.base_model import check_bounds, warmup_examples
+from cptlab.cli import main
+from cptlab.data import prepare_benchmark
+from cptlab.io import read_manifest
+from cptlab.tokenizer import train_tokenizer
+
+
+def embedded_config() -> dict:
+    return yaml.safe_load(open("config/config.yaml"))
+
+
+def prepare(config: dict, folder) -> None:
+    for domain, spec in config["data"]["domains"].items():
+        names = [f"{domain}_pretrain", *([spec["train"]] if "train" in spec else [])]
+        for name in names + spec.get("id", []) + spec.get("ood", []):
+            prepare_benchmark(config, name, folder / f"{name}.jsonl")
+
+
+def write_config(config: dict, path) -> str:
+    path.write_text(yaml.safe_dump(config))
+    return str(path)
+
+
+def micro_config() -> dict:
+    config = embedded_config()
+    config["data"]["sizes"] = {"train": 20, "id": 12, "ood": 12, "pretrain": 60}
+    config["base"]["model"].update(hidden_size=32, num_layers=2, intermediate_size=64)
+    config["base"]["sft"].update(steps=6, batch_size=8, warmup_steps=2)
+    config["base"]["measure"].update(n=4, k=2, max_new_tokens=16)
+    return config
+
+
+def test_same_seed_gives_identical_weights(tmp_path):
+    config = micro_config()
+    prepare(config, tmp_path / "data")
+    path = write_config(config, tmp_path / "config.yaml")
+    digests = []
+    for run in ("a", "b"):
+        argv = ["build-base", "--config", path, "--data-dir", str(tmp_path / "data"),
+                "--out", str(tmp_path / run), "--threads", "1"]
+        assert main(argv) == 0
+        digests.append(read_manifest(tmp_path / run)["weights_sha256"])
+    assert digests[0] == digests[1]
+    manifest = read_manifest(tmp_path / "a")
+    assert set(manifest["measurements"]) >= {"math_id", "logic_ood", "knowledge_ood"}
+    assert (tmp_path / "a" / "model.safetensors").exists()
+
+
+def test_reprompt_share_sets_the_teacher_form_share():
+    tokenizer = train_tokenizer(["hello world"] * 10, vocab_size=300)
+    row = {"prompt": [{"role": "user", "content": "q"}], "metadata": {"solution": "s"}}
+    examples = warmup_examples(tokenizer, [row] * 2000, reprompt_share=0.3, seed=0)
+    long = sum(len(ids) > min(len(i) for i, _ in examples) for ids, _ in examples)
+    assert 0.27 < long / 2000 < 0.33
+
+
+def test_check_bounds_flags_each_violation():
+    good = {"greedy_accuracy": 0.4, "pass1": 0.3, "pass8": 0.6, "teacher_advantage": 0.3}
+    results = {"math_id": good, "tool_id": {**good, "greedy_accuracy": 0.9},
+               "logic_ood": {"greedy_accuracy": 0.05}}
+    bounds = check_bounds(results, ["math", "tool"], ["logic"], k=8)
+    failed = {name for name, b in bounds.items() if not b["ok"]}
+    assert failed == {"tool_id.greedy_accuracy in [0.10, 0.70]", "logic_ood.greedy_accuracy > 0.10"}
+
+
+@pytest.mark.slow
+def test_reduced_build_meets_the_foundation_bounds(tmp_path):
+    """The embedded default's model and warm-up, measured on fewer items (a faster build)."""
+    config = embedded_config()
+    config["base"]["measure"]["n"] = 60
+    prepare(config, tmp_path / "data")
+    path = write_config(config, tmp_path / "config.yaml")
+    argv = ["build-base", "--config", path, "--data-dir", str(tmp_path / "data"),
+            "--out", str(tmp_path / "base"), "--threads", str(torch.get_num_threads())]
+    assert main(argv) == 0
+    manifest = read_manifest(tmp_path / "base")
+    failed = {name: b for name, b in manifest["bounds"].items() if not b["ok"]}
+    assert not failed, json.dumps(failed, indent=1)
+    assert manifest["bounds_ok"]

@@ -1,0 +1,118 @@
+"""The canonical row schema, the benchmark registry and `cptlab prepare-data`."""
+
+import json
+
+import pytest
+
+from cptlab.cli import main
+from cptlab.domains import BENCHMARKS, benchmarks_of, get_benchmark, load_benchmark
+from cptlab.domains.embedded import EMBEDDED_DOMAINS
+from cptlab.metrics import score_completions, verifier_for
+from cptlab.rows import RowError, read_jsonl, validate_row
+
+GOOD = {
+    "id": "x-1",
+    "domain": "math",
+    "benchmark": "math_id",
+    "prompt": [{"role": "user", "content": "Compute 1 + 1."}],
+    "answer": "2",
+    "metadata": {},
+}
+
+
+def test_valid_row_passes():
+    assert validate_row(dict(GOOD)) == GOOD
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"answer": ""}, "empty reference 'answer'"),
+        ({"answer": None}, "'answer' must be a string"),
+        ({"prompt": []}, "non-empty list"),
+        ({"prompt": [{"role": "user", "content": "   "}]}, "no non-empty user message"),
+        ({"prompt": [{"role": "robot", "content": "hi"}]}, "unknown role"),
+        ({"metadata": []}, "'metadata' must be an object"),
+        ({"id": ""}, "empty 'id'"),
+    ],
+)
+def test_malformed_rows_name_the_row_and_problem(change, message):
+    with pytest.raises(RowError, match=message) as err:
+        validate_row({**GOOD, **change}, where="data.jsonl:3")
+    assert "data.jsonl:3" in str(err.value)
+
+
+def test_missing_key_is_named():
+    row = dict(GOOD)
+    del row["answer"]
+    with pytest.raises(RowError, match=r"missing key\(s\) \['answer'\]"):
+        validate_row(row)
+
+
+def test_read_jsonl_names_file_and_line(tmp_path):
+    path = tmp_path / "rows.jsonl"
+    path.write_bytes(json.dumps(GOOD).encode() + b"\n" + b'{"id": "\xff\xfe"}\n')
+    with pytest.raises(RowError, match=r"rows.jsonl:2: invalid UTF-8"):
+        read_jsonl(path)
+    path.write_text(json.dumps(GOOD) + "\n{not json\n")
+    with pytest.raises(RowError, match=r"rows.jsonl:2: invalid JSON"):
+        read_jsonl(path)
+
+
+def test_unknown_benchmark_and_domain_are_named():
+    with pytest.raises(KeyError, match="unknown benchmark 'mathh_id'"):
+        get_benchmark("mathh_id")
+    with pytest.raises(KeyError, match="unknown domain 'chemistry'"):
+        benchmarks_of("chemistry")
+
+
+def test_every_embedded_domain_has_its_splits():
+    for domain in EMBEDDED_DOMAINS:
+        splits = {b.split for b in benchmarks_of(domain)}
+        expected = {"ood", "pretrain"} | ({"train", "id"} if domain not in ("logic", "knowledge") else set())
+        assert splits == expected, domain
+
+
+@pytest.mark.parametrize("name", sorted(b for b in BENCHMARKS if BENCHMARKS[b].defaults == {} and b.split("_")[0] in EMBEDDED_DOMAINS))
+def test_synthetic_benchmarks_are_deterministic_and_gold_solutions_score_one(name):
+    rows = load_benchmark(name, n=30, seed=3)
+    assert rows == load_benchmark(name, n=30, seed=3)
+    assert rows != load_benchmark(name, n=30, seed=4)
+    verdicts = score_completions(rows, [[r["metadata"]["solution"]] for r in rows])
+    bad = [(r["id"], v[0]) for r, v in zip(rows, verdicts) if v[0].reward != 1.0]
+    assert not bad, bad[:3]
+
+
+def test_splits_never_share_an_item():
+    for domain in ("math", "science", "tool", "code"):
+        prompts = {}
+        for split in ("train", "id", "pretrain"):
+            rows = load_benchmark(f"{domain}_{split}", n=300, seed=0)
+            prompts[split] = {json.dumps(r["prompt"]) for r in rows}
+        assert not prompts["train"] & prompts["id"], domain
+        assert not prompts["pretrain"] & prompts["id"], domain
+        assert not prompts["pretrain"] & prompts["train"], domain
+
+
+def test_pretrain_rows_carry_their_forms_verifier():
+    rows = load_benchmark("science_pretrain", n=10, seed=0)
+    assert {verifier_for(r) for r in rows} == {"mcq_answer_tag", "mcq_boxed_letter"}
+
+
+def test_too_many_rows_for_the_item_space_is_a_clear_error():
+    with pytest.raises(ValueError, match="item space of this domain is too small"):
+        load_benchmark("logic_ood", n=10**6, seed=0)
+
+
+def test_prepare_data_cli_writes_valid_rows(tmp_path):
+    out = tmp_path / "math_id.jsonl"
+    assert main(["prepare-data", "--config", "config/config.yaml", "--benchmark", "math_id",
+                 "--out", str(out)]) == 0
+    rows = read_jsonl(out)
+    assert len(rows) == 200 and rows[0]["benchmark"] == "math_id"
+
+
+def test_cli_bad_input_is_one_clear_line(tmp_path, capsys):
+    assert main(["prepare-data", "--config", "config/config.yaml", "--benchmark", "nope",
+                 "--out", str(tmp_path / "x.jsonl")]) == 2
+    assert "unknown benchmark 'nope'" in capsys.readouterr().err

@@ -1,0 +1,276 @@
+"""The SDPO subclass: teacher kinds and anchors, masking, teacher prompts, the cheaper loss."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, TrainerCallback
+
+from cptlab.reprompt import teacher_messages
+from cptlab.tokenizer import load_tokenizer
+from cptlab.train.spec import resolve_stage
+from cptlab.train.stage import build_trainer
+from cptlab.train.testing import tiny_rows, tiny_world
+from cptlab.verifiers import Verdict
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("sdpo")
+    config, base, data_dir = tiny_world(folder)
+    # A "stage 1" checkpoint: the base with every weight moved.
+    stage1 = folder / "stage1"
+    model = AutoModelForCausalLM.from_pretrained(base)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.01)
+    model.save_pretrained(stage1)
+    load_tokenizer(str(base)).save_pretrained(stage1)
+    config["methods"].update(
+        sdpo_base_anchor={"trainer": "sdpo", "teacher": "frozen", "anchor": "base"},
+        sdpo_mix={"trainer": "sdpo", "teacher": "frozen", "anchor": "base", "anchor_mix": 0.5},
+        sdpo_mask={"trainer": "sdpo", "teacher": "frozen", "token_mask_ratio": 0.3},
+        sdpo_feedback={"trainer": "sdpo", "teacher": "frozen", "feedback": True},
+    )
+    return {"config": config, "base": base, "stage1": stage1, "rows": tiny_rows(), "dir": folder}
+
+
+def make(world, method, start=None, anchor=None, callbacks=None, **training):
+    config = dict(world["config"])
+    config["training"] = {**config["training"], **training}
+    settings = resolve_stage(config, method, "math")
+    from cptlab.train.stage import resolve_anchor
+
+    start = str(start or world["base"])
+    anchor_path = resolve_anchor(settings, start, anchor)
+    state = world["dir"] / f"state-{method}-{len(os.listdir(world['dir']))}"
+    return build_trainer(settings, world["rows"], start, state, 0, anchor_path, callbacks)
+
+
+def weights(model) -> list[torch.Tensor]:
+    return [p.detach().clone() for p in model.parameters()]
+
+
+def same(a, b) -> bool:
+    return all(torch.equal(x, y) for x, y in zip(a, b, strict=True))
+
+
+def test_anchor_is_the_original_base_in_stage_2(world):
+    base = weights(AutoModelForCausalLM.from_pretrained(world["base"]))
+    stage1 = weights(AutoModelForCausalLM.from_pretrained(world["stage1"]))
+    anchored = make(world, "sdpo_base_anchor", start=world["stage1"], anchor=str(world["base"]))
+    assert same(weights(anchored.teacher_model), base)
+    assert same(weights(anchored.model), stage1)
+    default = make(world, "sdpo_frozen", start=world["stage1"], anchor=str(world["base"]))
+    assert same(weights(default.teacher_model), stage1)  # anchor stage_start
+    mixed = make(world, "sdpo_mix", start=world["stage1"], anchor=str(world["base"]))
+    for t, b, s in zip(weights(mixed.teacher_model), base, stage1, strict=True):
+        torch.testing.assert_close(t, 0.5 * b + 0.5 * s)
+    live = make(world, "sdpo_live")
+    assert live.teacher_model is live.model
+
+
+class Snapshots(TrainerCallback):
+    """Teacher weights at each step's start and student weights at each step's end (before
+    the EMA sync, which is registered after this callback)."""
+
+    def __init__(self):
+        self.teacher = None
+        self.teacher_begin, self.student_end = [], []
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        self.teacher_begin.append(weights(self.teacher))
+
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        self.student_end.append(weights(model))
+
+
+def test_frozen_teacher_never_changes(world):
+    snaps = Snapshots()
+    trainer = make(world, "sdpo_frozen", callbacks=[snaps], steps=3, save_steps=100)
+    snaps.teacher = trainer.teacher_model
+    start = weights(trainer.teacher_model)
+    trainer.train()
+    assert same(weights(trainer.teacher_model), start)
+    assert not same(weights(trainer.model), start)
+    assert all(same(t, start) for t in snaps.teacher_begin)
+    fractions = [
+        r["self_distillation/reprompt_sample_fraction"] for r in trainer.state.log_history[:-1]
+    ]
+    assert max(fractions) > 0  # the distillation loss was active
+
+
+def test_ema_teacher_moves_at_its_rate(world):
+    snaps = Snapshots()
+    trainer = make(world, "sdpo_ema", callbacks=[snaps], steps=3, save_steps=100)
+    snaps.teacher = trainer.teacher_model
+    trainer.train()
+    rate = trainer.args.teacher_update_rate
+    assert rate == 0.25
+    final = weights(trainer.teacher_model)
+    begins = [*snaps.teacher_begin[1:], final]
+    for k, after in enumerate(begins):
+        for t_after, t_before, s in zip(
+            after, snaps.teacher_begin[k], snaps.student_end[k], strict=True
+        ):
+            torch.testing.assert_close(t_after, (1 - rate) * t_before + rate * s)
+    assert not same(final, snaps.teacher_begin[0])
+
+
+def _group(tokenizer, texts: list[str]) -> dict:
+    ids = [
+        tokenizer(t, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+        for t in texts
+    ]
+    width = max(map(len, ids))
+    pad = tokenizer.pad_token_id
+    return {
+        "completion_ids": torch.tensor([i + [pad] * (width - len(i)) for i in ids]),
+        "completion_mask": torch.tensor([[1] * len(i) + [0] * (width - len(i)) for i in ids]),
+    }
+
+
+def _teacher_prompt(trainer, context, row: int) -> str:
+    width = context["teacher_input_ids"].size(1) - trainer._last_completion_width
+    ids = context["teacher_input_ids"][row, :width]
+    mask = context["teacher_attention_mask"][row, :width].bool()
+    return trainer.processing_class.decode(ids[mask])
+
+
+def _build(trainer, texts, rewards):
+    tokenizer = trainer.processing_class
+    output = _group(tokenizer, texts)
+    trainer._last_completion_width = output["completion_ids"].size(1)
+    prompt = trainer.train_dataset[0]["prompt"]
+    trainer.model.train()
+    return prompt, trainer.teacher_context_builder.build(
+        output, [prompt] * len(texts), torch.tensor(rewards), feedbacks=None
+    )
+
+
+@pytest.mark.parametrize("method, keep", [("sdpo_frozen", False), ("sdpo_frozen_cot", True)])
+def test_teacher_prompt_keeps_or_strips_the_chain_of_thought(world, method, keep):
+    trainer = make(world, method)
+    demo = "<think>add the tens</think> \\boxed{5}"
+    prompt, context = _build(trainer, [demo, "x", "y", "z"], [1.0, 0.0, 0.0, 0.0])
+    tokenizer = trainer.processing_class
+    expected = tokenizer.apply_chat_template(
+        teacher_messages(prompt, demo, keep_thinking=keep),
+        tokenize=False,
+        add_generation_prompt=True,
+    )
+    assert _teacher_prompt(trainer, context, 1) == expected
+    assert ("<think>add the tens</think>" in expected) == keep
+    assert _teacher_prompt(trainer, context, 0) == tokenizer.apply_chat_template(
+        prompt, tokenize=False, add_generation_prompt=True
+    )  # the only success has no other demonstration: not reprompted
+    assert context["self_distillation_mask"].tolist() == [0.0, 1.0, 1.0, 1.0]
+
+
+def test_verifier_feedback_reaches_the_teacher_prompt(world):
+    trainer = make(world, "sdpo_feedback")
+    reward = trainer.reward_funcs[0]
+    reward.last_verdicts = [
+        Verdict(0.0, "The answer 7 is incorrect."),
+        Verdict(1.0, "Correct."),
+        Verdict(0.0, "No final answer."),
+        Verdict(0.0, "Too long."),
+    ]
+    prompt, context = _build(trainer, ["a", "\\boxed{5}", "c", "d"], [0.0, 1.0, 0.0, 0.0])
+    expected = trainer.processing_class.apply_chat_template(
+        teacher_messages(prompt, "\\boxed{5}", feedback="The answer 7 is incorrect."),
+        tokenize=False,
+        add_generation_prompt=True,
+    )
+    assert _teacher_prompt(trainer, context, 0) == expected
+    assert "Correct." not in _teacher_prompt(trainer, context, 1)  # successes get no feedback
+
+
+def _batch(trainer, rows: int, length: int, active: list[int]) -> dict:
+    g = torch.Generator().manual_seed(0)
+    vocab = trainer.model.config.vocab_size - 10
+    prompt = torch.randint(5, vocab, (rows, 6), generator=g)
+    completion = torch.randint(5, vocab, (rows, length), generator=g)
+    mask = torch.ones(rows, length, dtype=torch.long)
+    for r in range(rows):  # ragged completions, right-padded
+        mask[r, length - r :] = 0
+    teacher_prompt = torch.randint(5, vocab, (rows, 10), generator=g)
+    return {
+        "prompt_ids": prompt,
+        "prompt_mask": torch.ones_like(prompt),
+        "completion_ids": completion,
+        "completion_mask": mask,
+        "teacher_input_ids": torch.cat([teacher_prompt, completion], dim=1),
+        "teacher_attention_mask": torch.cat([torch.ones_like(teacher_prompt), mask], dim=1),
+        "self_distillation_mask": torch.tensor(active, dtype=torch.float),
+        "advantages": torch.zeros(rows),
+    }
+
+
+def test_token_mask_drops_the_configured_share(world):
+    trainer = make(world, "sdpo_mask")
+    trainer.model.train()
+    inputs = _batch(trainer, rows=8, length=80, active=[1] * 8)
+    eligible = inputs["completion_mask"].sum().item()
+    masks = []
+    for step in (0, 0, 1):
+        trainer.state.global_step = step
+        with torch.no_grad():
+            out = trainer._compute_teacher_student_logits(
+                trainer.model, trainer.teacher_model, inputs
+            )
+        masks.append(out.loss_mask)
+        assert out.loss_mask.sum().item() < eligible
+        assert ((out.loss_mask > 0) <= (inputs["completion_mask"] > 0)).all()
+        dropped = 1 - out.loss_mask.sum().item() / eligible
+        assert dropped == pytest.approx(0.3, abs=0.07)
+    assert torch.equal(masks[0], masks[1]) and not torch.equal(masks[0], masks[2])
+    assert trainer._metrics["train"]["self_distillation/token_mask_kept_fraction"]
+
+
+def test_skipping_inactive_rows_keeps_loss_and_gradients(world):
+    trainer = make(world, "sdpo_frozen")
+    trainer.model.train()
+    trainer.current_gradient_accumulation_steps = 1
+    inputs = _batch(trainer, rows=6, length=12, active=[0, 1, 0, 1, 1, 0])
+    results = []
+    for skip in (False, True):
+        trainer.args.skip_inactive_rows = skip
+        trainer.model.zero_grad()
+        loss = trainer.compute_loss(trainer.model, inputs)
+        loss.backward()
+        results.append((loss.detach(), [p.grad.clone() for p in trainer.model.parameters()]))
+    (loss_all, grads_all), (loss_skip, grads_skip) = results
+    assert loss_all.item() != 0
+    torch.testing.assert_close(loss_skip, loss_all, rtol=1e-5, atol=1e-7)
+    for a, b in zip(grads_skip, grads_all, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-7)
+    # No active row: a zero loss with zero (not missing) gradients, as TRL's full forward gives.
+    trainer.model.zero_grad()
+    idle = _batch(trainer, rows=6, length=12, active=[0] * 6)
+    loss = trainer.compute_loss(trainer.model, idle)
+    loss.backward()
+    assert loss.item() == 0
+    assert all(p.grad is not None and not p.grad.any() for p in trainer.model.parameters())
+
+
+@pytest.mark.parametrize(
+    "mode",
+    [
+        {"distillation_mode": "full_logits", "distillation_alpha": 0.5},
+        {"distillation_mode": "topk_logits", "distillation_topk": 8, "distillation_add_tail": True},
+        {"distillation_weight": 0.5, "feedback": True, "token_mask_ratio": 0.5},
+    ],
+)
+def test_other_distillation_objectives_train(world, mode):
+    world["config"]["methods"]["sdpo_mode"] = {"trainer": "sdpo", "teacher": "ema", **mode}
+    trainer = make(world, "sdpo_mode", steps=2, save_steps=100)
+    trainer.train()
+    last = [r for r in trainer.state.log_history if "loss" in r][-1]
+    assert last["self_distillation/reprompt_sample_fraction"] > 0
+    assert torch.isfinite(torch.tensor(last["loss"])) and last["grad_norm"] > 0

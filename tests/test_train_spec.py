@@ -1,0 +1,191 @@
+"""Stage settings, the reward wrapper, the collapse monitor and the CLI parser (no training)."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+import yaml
+
+import cptlab.config
+from cptlab.config import ConfigError, load_config, validate_config
+from cptlab.train import testing
+from cptlab.train.cli import add_train_stage_parser
+from cptlab.train.monitor import CollapseMonitor, completion_stats
+from cptlab.train.rewards import VerifierReward, merge_step_stats
+from cptlab.train.spec import resolve_stage
+from cptlab.train.stage import trl_args
+from cptlab.train.testing import tiny_config, tiny_rows
+from cptlab.verifiers import VERIFIERS, Verdict, register
+
+BROKEN = "tiny_broken"
+if BROKEN not in VERIFIERS:
+
+    @register(BROKEN)
+    def _broken(completion: str, row: dict) -> Verdict:
+        if "boom" in completion:
+            raise RuntimeError("verifier bug")
+        return Verdict(0.0, "No final answer.", reason="no \\boxed{} answer")
+
+
+def test_defaults_follow_the_study():
+    grpo = resolve_stage(tiny_config(), "grpo", "math")
+    assert grpo.params == {
+        "epsilon": 0.2,
+        "epsilon_high": 0.28,
+        "scale_rewards": "none",
+        "loss_type": "dapo",
+        "importance_sampling_level": "token",
+        "beta": 0.0,
+    }
+    sdpo = resolve_stage(tiny_config(), "sdpo_ema", "math")
+    assert sdpo.params["teacher"] == "ema" and sdpo.params["ema_rate"] == 0.25
+    assert sdpo.params["distillation_is_clip"] == 2.0 and sdpo.params["anchor"] == "stage_start"
+    assert sdpo.train_benchmark == "tiny_train" and sdpo.steps == 4
+
+
+def test_method_training_overrides_and_domain_steps():
+    config = tiny_config(domain_steps={"math": 7})
+    config["methods"]["grpo_fast"] = {"trainer": "grpo", "training": {"learning_rate": 0.5}}
+    settings = resolve_stage(config, "grpo_fast", "math")
+    assert settings.training["learning_rate"] == 0.5 and settings.steps == 7
+    assert settings.training["kl_probe"]["prompts"] == 2  # nested defaults merge
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda c: c["methods"].update(x={"trainer": "ppo"}), "methods.x.trainer"),
+        (lambda c: c["methods"]["grpo"].update(teacher="ema"), "methods.grpo"),
+        (lambda c: c["methods"]["sdpo_ema"].update(ema_rte=0.1), "ema_rte"),
+        (lambda c: c["training"].update(steps=0), "training.steps"),
+        (lambda c: c["methods"]["sdpo_ema"].update(distillation_alpha=0.5), "reverse KL"),
+        (lambda c: c["methods"]["sdpo_live"].update(anchor="base"), "live teacher"),
+        (lambda c: c["training"]["collapse"].update(action="panic"), "collapse.action"),
+    ],
+)
+def test_bad_settings_name_the_key(change, message):
+    config = tiny_config()
+    change(config)
+    method = "sdpo_live" if "live" in message else "sdpo_ema"
+    with pytest.raises(ConfigError, match=message.replace(".", r"\.")):
+        resolve_stage(config, method, "math")
+
+
+def test_unknown_method_and_domain():
+    with pytest.raises(ConfigError, match="unknown method 'nope'"):
+        resolve_stage(tiny_config(), "nope", "math")
+    with pytest.raises(ConfigError, match="domain 'logic' has no `train`"):
+        resolve_stage(tiny_config(), "grpo", "logic")
+
+
+def test_embedded_config_methods_build_every_trainer(tmp_path):
+    embedded = load_config("config/config.yaml")
+    config = {**tiny_config(), "methods": embedded["methods"], "training": embedded["training"]}
+    for method in embedded["methods"]:
+        settings = resolve_stage(config, method, "math")
+        args = trl_args(settings, seed=0, output_dir=tmp_path, anchor_path=None)
+        assert args.num_generations == 8 and args.temperature == 1.0 and not args.bf16
+    cot = trl_args(resolve_stage(config, "sdpo_frozen_cot", "math"), 0, tmp_path, None)
+    assert cot.teacher_model_kind == "base" and not cot.remove_thinking_from_demonstration
+
+
+def test_vllm_and_batch_settings_reach_trl(tmp_path):
+    config = tiny_config(
+        use_vllm=True,
+        vllm_mode="server",
+        vllm={"server_base_url": "http://127.0.0.1:8000", "gpu_memory_utilization": 0.5},
+        micro_batch_size=4,
+    )
+    for method in ("grpo", "sdpo_ema"):
+        args = trl_args(resolve_stage(config, method, "math"), 3, tmp_path, None)
+        assert args.use_vllm and args.vllm_mode == "server"
+        assert args.vllm_server_base_url == "http://127.0.0.1:8000"
+        assert args.per_device_train_batch_size == 4 and args.gradient_accumulation_steps == 4
+        assert args.steps_per_generation == 4 and args.seed == 3
+    bad = tiny_config(micro_batch_size=3)
+    with pytest.raises(ConfigError, match="micro_batch_size 3"):
+        trl_args(resolve_stage(bad, "grpo", "math"), 0, tmp_path, None)
+
+
+def test_reward_never_raises_and_counts_reasons():
+    rows = tiny_rows(3, verifier=BROKEN)
+    reward = VerifierReward(rows)
+    completions = [[{"role": "assistant", "content": text}] for text in ("a", "boom", "c")]
+    assert reward(prompts=[None] * 3, completions=completions, row_index=[0, 1, 2]) == [0.0] * 3
+    metrics, reasons = merge_step_stats([reward.take_step_stats()])
+    assert metrics["verifier/reason_fraction"] == 1.0
+    assert reasons == {"no \\boxed{} answer": 2, "verifier tiny_broken raised RuntimeError": 1}
+    assert reward.take_step_stats()["n"] == 0  # reset after each step
+
+
+def test_collapse_statistics():
+    texts = ["\\boxed{1} \\boxed{1} \\boxed{1}", "\\boxed{1} \\boxed{1} \\boxed{1}", "x \\boxed{2}"]
+    ids = [[1, 2, 1, 2, 1, 2], [1, 2, 1, 2, 1, 2], [5, 6, 7]]
+    stats = completion_stats(texts, ids, [None, None, "bad"], 2, {"boxed": "\\boxed"})
+    assert stats["format/boxed/repeated_share"] == pytest.approx(2 / 3)
+    assert stats["format/boxed/per_completion"] == pytest.approx(7 / 3)
+    assert stats["duplicate_completion_share"] == pytest.approx(1 / 3)
+    assert stats["format_violation_rate"] == pytest.approx(1 / 3)
+    assert stats["top_ngram_share"] == pytest.approx(6 / 12)
+    assert stats["repeated_ngram_share"] == pytest.approx((0.6 + 0.6 + 0) / 3)
+
+
+def test_collapse_monitor_patience_and_unknown_metric():
+    monitor = CollapseMonitor(thresholds={"format_violation_rate": 0.5}, patience=2, action="stop")
+    assert monitor.judge(1, {"collapse/format_violation_rate": 0.9}) is None
+    assert monitor.judge(2, {"collapse/format_violation_rate": 0.1}) is None
+    assert monitor.last_ok_step == 2
+    assert monitor.judge(3, {"collapse/format_violation_rate": 0.9}) is None
+    assert monitor.judge(4, {"collapse/format_violation_rate": 0.9}) == "stop"
+    assert "format_violation_rate=0.9 > 0.5" in monitor.message and monitor.last_ok_step == 2
+    with pytest.raises(ValueError, match="unknown metric"):
+        CollapseMonitor(thresholds={"boxed_rate": 1.0})
+
+
+def test_cli_parser():
+    top = argparse.ArgumentParser()
+    add_train_stage_parser(top.add_subparsers(dest="command"))
+    args = top.parse_args(
+        "train-stage --config c.yaml --method grpo --domain math --seed 1 --start base "
+        "--out o --state-dir s --threads 2".split()
+    )
+    assert (args.method, args.seed, args.threads, args.anchor) == ("grpo", 1, 2, None)
+    assert callable(args.run)
+
+
+def test_project_schema_checks_methods_and_training():
+    import jsonschema
+
+    project = yaml.safe_load(open("config/config.yaml"))
+    validator = jsonschema.Draft202012Validator(cptlab.config.schema())
+    validator.validate(project)
+    bad = {**project, "training": {**project["training"], "stepz": 3}}
+    with pytest.raises(jsonschema.ValidationError, match="stepz"):
+        validator.validate(bad)
+    with pytest.raises(ConfigError, match=r"training: .*stepz"):
+        validate_config(bad)
+
+
+def test_tiny_config_is_a_valid_project_config():
+    assert validate_config(tiny_config())["methods"] == testing.TINY_METHODS
+
+
+def test_cli_exits_3_on_a_stage_error(monkeypatch, capsys):
+    import cptlab.train.stage
+    from cptlab.train.monitor import NonFiniteError
+
+    def fail(*args, **kwargs):
+        raise NonFiniteError("non-finite loss (nan) at step 2")
+
+    monkeypatch.setattr(cptlab.train.stage, "train_stage", fail)
+    top = argparse.ArgumentParser()
+    add_train_stage_parser(top.add_subparsers(dest="command"))
+    args = top.parse_args(
+        "train-stage --config config/config.yaml --method grpo --domain math --seed 0 "
+        "--start base --out o --state-dir s".split()
+    )
+    with pytest.raises(SystemExit) as stop:
+        args.run(args)
+    assert stop.value.code == 3
+    assert "NonFiniteError: non-finite loss (nan) at step 2" in capsys.readouterr().err

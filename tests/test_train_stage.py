@@ -1,0 +1,219 @@
+"""train_stage end to end on the tiny world: outputs, resume after a kill, collapse and
+non-finite stops."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+import torch
+from safetensors.torch import load_file
+from transformers import TrainerCallback
+
+from cptlab.io import read_manifest
+from cptlab.train import CollapseError, NonFiniteError, train_stage
+from cptlab.train.grpo import CptGRPOTrainer
+from cptlab.train.testing import tiny_rows, tiny_world, write_rows
+from cptlab.verifiers import VERIFIERS, Verdict, register
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+torch.set_num_threads(1)
+
+FLIP = "tiny_flip"
+CALLS = {"n": 0, "after": 10**9}
+if FLIP not in VERIFIERS:
+
+    @register(FLIP)
+    def _flip(completion: str, row: dict) -> Verdict:
+        """Well-formed answers until CALLS['after'] completions were scored, then malformed."""
+        CALLS["n"] += 1
+        if CALLS["n"] > CALLS["after"]:
+            return Verdict(0.0, "No final answer.", reason="no \\boxed{} answer")
+        return Verdict(float(len(completion) % 2 == 0), "ok")
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("stage")
+    config, base, data_dir = tiny_world(folder)
+    write_rows(data_dir / "flip_train.jsonl", tiny_rows(verifier=FLIP))
+    config["data"]["domains"]["flipdomain"] = {"train": "flip_train"}
+    return {"config": config, "base": base, "data": data_dir, "dir": folder}
+
+
+def run(world, name, method="grpo", config=None, domain="math", **kwargs):
+    return train_stage(
+        config or world["config"],
+        method,
+        domain,
+        seed=1,
+        start=world["base"],
+        out=world["dir"] / name / "out",
+        state_dir=world["dir"] / name / "state",
+        anchor=world["base"],
+        threads=1,
+        data_dir=world["data"],
+        **kwargs,
+    )
+
+
+def test_stage_writes_checkpoint_log_and_manifest_last(world):
+    manifest = run(world, "plain")
+    out = world["dir"] / "plain" / "out"
+    assert manifest == read_manifest(out)
+    assert manifest["status"] == "complete" and manifest["steps_done"] == 4
+    for name in ("config.json", "model.safetensors", "tokenizer.json", "train_log.jsonl"):
+        assert (out / name).stat().st_mtime <= (out / "manifest.json").stat().st_mtime, name
+    lines = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in lines] == [1, 2, 3, 4]
+    for key in (
+        "loss",
+        "reward",
+        "reward_std",
+        "entropy",
+        "completions/mean_length",
+        "step_seconds",
+        "kl_to_start",
+        "verifier/success_fraction",
+        "collapse/format_violation_rate",
+        "collapse/top_ngram_share",
+        "reasons",
+    ):
+        assert key in lines[-1], key
+    assert lines[0]["kl_to_start"] >= 0 and lines[-1]["kl_to_start"] > 0
+    assert (world["dir"] / "plain" / "state" / "checkpoint-4").is_dir()  # state outside out
+
+
+class Kill(TrainerCallback):
+    """Simulates a kill once step `at` has finished (after the checkpoint of step at-1)."""
+
+    def __init__(self, at: int):
+        self.at = at
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        if state.global_step == self.at:
+            raise KeyboardInterrupt(f"killed before step {self.at + 1}")
+
+
+@pytest.mark.parametrize("method", ["grpo", "sdpo_ema"])
+def test_resume_after_kill_ends_with_the_same_weights(world, method):
+    config = json.loads(json.dumps(world["config"]))
+    config["methods"]["sdpo_ema"]["token_mask_ratio"] = 0.2
+    config["training"].update(steps=5)
+    whole = run(world, f"whole-{method}", method, config)
+    with pytest.raises(KeyboardInterrupt):
+        run(world, f"killed-{method}", method, config, callbacks=[Kill(at=3)])
+    state = world["dir"] / f"killed-{method}" / "state"
+    assert (state / "checkpoint-2").is_dir() and not (state / "checkpoint-4").exists()
+    resumed = run(world, f"killed-{method}", method, config)
+    assert resumed["resumed_from"] == "checkpoint-2"
+    assert resumed["weights_sha256"] == whole["weights_sha256"]  # bit-identical on CPU
+    a = load_file(world["dir"] / f"whole-{method}" / "out" / "model.safetensors")
+    b = load_file(world["dir"] / f"killed-{method}" / "out" / "model.safetensors")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    logs = [
+        [json.loads(line) for line in (world["dir"] / name / "out" / "train_log.jsonl").open()]
+        for name in (f"whole-{method}", f"killed-{method}")
+    ]
+    assert [r["step"] for r in logs[1]] == [1, 2, 3, 4, 5]
+    for x, y in zip(*logs, strict=True):
+        assert x["loss"] == y["loss"] and x["verifier/reward_mean"] == y["verifier/reward_mean"]
+
+
+def test_collapse_stop_keeps_the_last_good_checkpoint(world):
+    config = json.loads(json.dumps(world["config"]))
+    config["training"].update(steps=5, save_steps=1)
+    config["training"]["collapse"] = {
+        "thresholds": {"format_violation_rate": 0.5},
+        "patience": 1,
+        "action": "stop",
+    }
+    per_step = config["training"]["prompts_per_step"] * config["training"]["num_generations"]
+    CALLS.update(n=0, after=2 * per_step)  # steps 1-2 well-formed, step 3 collapses
+    manifest = run(world, "collapse", config=config, domain="flipdomain")
+    state = world["dir"] / "collapse" / "state"
+    assert manifest["status"] == "stopped" and manifest["steps_done"] == 3
+    assert (
+        manifest["weights_step"] == 2
+        and "format_violation_rate=1 > 0.5" in manifest["stopped"]["message"]
+    )
+    assert not (state / "checkpoint-3").exists()  # the collapsed weights were never saved
+    out = load_file(world["dir"] / "collapse" / "out" / "model.safetensors")
+    good = load_file(state / "checkpoint-2" / "model.safetensors")
+    assert all(torch.equal(out[k], good[k]) for k in good)
+    log = (world["dir"] / "collapse" / "out" / "train_log.jsonl").read_text().splitlines()
+    assert json.loads(log[-1])["reasons"] == {"no \\boxed{} answer": per_step}
+
+    config["training"]["collapse"]["action"] = "error"
+    CALLS.update(n=0)
+    with pytest.raises(CollapseError, match="step 3"):
+        run(world, "collapse-error", config=config, domain="flipdomain")
+
+
+class PoisonGradient(TrainerCallback):
+    def __init__(self, at: int):
+        self.at, self.model = at, None
+
+    def on_step_begin(self, args, state, control, model=None, **kwargs):
+        if state.global_step + 1 == self.at:
+            next(model.parameters()).register_hook(lambda g: g * float("nan"))
+
+
+def test_non_finite_gradient_stops_with_the_step(world):
+    with pytest.raises(NonFiniteError, match="non-finite gradient norm .* at step 3"):
+        run(world, "nan-grad", callbacks=[PoisonGradient(at=3)])
+    assert not (world["dir"] / "nan-grad" / "out" / "manifest.json").exists()
+
+
+def test_non_finite_loss_stops_with_the_step(world, monkeypatch):
+    original = CptGRPOTrainer.compute_loss
+
+    def poisoned(self, model, inputs, *args, **kwargs):
+        loss = original(self, model, inputs, *args, **kwargs)
+        return loss * float("nan") if self.state.global_step == 1 else loss
+
+    monkeypatch.setattr(CptGRPOTrainer, "compute_loss", poisoned)
+    with pytest.raises(NonFiniteError, match=r"non-finite loss \(nan\) at step 2"):
+        run(world, "nan-loss")
+    assert (world["dir"] / "nan-loss" / "state" / "checkpoint-2").exists() is False
+
+
+def test_vllm_rollouts_are_wired_to_trl(world):
+    """use_vllm reaches TRL's trainer construction (which needs vllm, absent on CPU CI)."""
+    import importlib.util
+
+    from cptlab.train.spec import resolve_stage
+    from cptlab.train.stage import build_trainer
+
+    config = json.loads(json.dumps(world["config"]))
+    config["training"].update(use_vllm=True, vllm_mode="colocate", kl_probe={"prompts": 0})
+    settings = resolve_stage(config, "sdpo_ema", "math")
+    rows = tiny_rows()
+    if importlib.util.find_spec("vllm") is not None:
+        pytest.skip("vllm is installed: construction would start an engine")
+    with pytest.raises(ImportError, match="(?i)vllm"):
+        build_trainer(settings, rows, world["base"], world["dir"] / "vllm", 0)
+
+
+def test_cli_trains_a_stage(world, capsys):
+    import argparse
+
+    import yaml
+
+    from cptlab.train.cli import add_train_stage_parser
+
+    config = json.loads(json.dumps(world["config"]))
+    del config["data"]["domains"]["flipdomain"]  # flip_train is a file here, not a benchmark
+    config["training"]["steps"] = 2
+    path = world["dir"] / "cli.yaml"
+    path.write_text(yaml.safe_dump(config))
+    top = argparse.ArgumentParser()
+    add_train_stage_parser(top.add_subparsers(dest="command"))
+    args = top.parse_args(
+        f"train-stage --config {path} --method sdpo_frozen --domain math --seed 0 "
+        f"--start {world['base']} --out {world['dir'] / 'cli' / 'out'} "
+        f"--state-dir {world['dir'] / 'cli' / 'state'} --data-dir {world['data']}".split()
+    )
+    args.run(args)
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["status"] == "complete"
