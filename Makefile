@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 CORES ?= all
 
-.PHONY: setup run test lint clean
+.PHONY: setup run test test-slow lint clean
 
 setup: $(VENV)/.installed
 
@@ -23,6 +23,9 @@ run: setup
 
 test: setup
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -q
+
+test-slow: setup
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -q -m slow
 
 lint: setup
 	$(BIN)/ruff check src tests bench

@@ -17,7 +17,6 @@ import random
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from cptlab.chat import render
@@ -127,8 +126,8 @@ def build_base(
     data_dir, out_dir = Path(data_dir), Path(out_dir)
     read = lambda name: [json.loads(line) for line in open(data_dir / f"{name}.jsonl")]  # noqa: E731
     domains = config["data"]["domains"]
-    train_domains = [d for d in domains if config["data"]["domains"][d].get("train")]
-    eval_only = [d for d in domains if not config["data"]["domains"][d].get("train")]
+    train_domains = [d for d, spec in domains.items() if spec.get("train")]
+    eval_only = [d for d, spec in domains.items() if spec.get("ood") and not spec.get("train")]
 
     warmup_rows = [row for d in domains for row in read(f"{d}_pretrain")]
     texts = [render(r["prompt"]) + r["metadata"]["solution"] for r in warmup_rows]
@@ -166,8 +165,8 @@ def build_base(
     tokenizer = load_tokenizer(str(out_dir))
 
     n = spec["measure"]["n"]
-    eval_sets = {f"{d}_id": read(f"{d}_id")[:n] for d in train_domains}
-    eval_sets |= {f"{d}_ood": read(f"{d}_ood")[:n] for d in domains}
+    eval_sets = {name: read(name)[:n] for spec in domains.values() for name in spec.get("id", [])}
+    eval_sets |= {name: read(name)[:n] for spec in domains.values() for name in spec.get("ood", [])}
     t0 = time.perf_counter()
     results = measure(model, tokenizer, eval_sets, spec["measure"], seed)
     measure_seconds = time.perf_counter() - t0

@@ -33,7 +33,9 @@ def _check_names(config: dict, source: str) -> None:
     from cptlab.domains import BENCHMARKS
 
     for domain, spec in config["data"]["domains"].items():
-        names = ([spec["train"]] if "train" in spec else []) + spec.get("id", []) + spec.get("ood", [])
+        names = (
+            ([spec["train"]] if "train" in spec else []) + spec.get("id", []) + spec.get("ood", [])
+        )
         for name in names:
             if name not in BENCHMARKS:
                 raise ConfigError(
@@ -57,5 +59,7 @@ def benchmarks_in(config: dict) -> list[str]:
     """Every benchmark the config names, in domain order: train, id, ood."""
     names = []
     for spec in config["data"]["domains"].values():
-        names += ([spec["train"]] if "train" in spec else []) + spec.get("id", []) + spec.get("ood", [])
+        names += (
+            ([spec["train"]] if "train" in spec else []) + spec.get("id", []) + spec.get("ood", [])
+        )
     return names

@@ -8,8 +8,10 @@
 | code      | function + unit tests      | stdin/stdout program             |
 | logic     | -                          | ordering deduction               |
 | knowledge | -                          | MCQ about invented countries     |
+
+plus `copying`, warm-up drills only (see copying.py).
 """
 
-from cptlab.domains.embedded import code, logic, math, science, tool  # noqa: F401
+from cptlab.domains.embedded import code, copying, logic, math, science, tool  # noqa: F401
 
 EMBEDDED_DOMAINS = ("math", "science", "tool", "code", "logic", "knowledge")

@@ -105,7 +105,7 @@ def register_domain(
     warm-up mixture of all its forms, whose rows carry their form's verifier in metadata.
     """
     forms = tuple(verifiers)
-    splits = [("train", "id"), ("id", "id"), ("ood", "ood")]
+    splits = [("train", "id"), ("id", "id"), ("ood", "ood")]  # a "drill" form is warm-up only
     for split, form in splits:
         if form not in verifiers:
             continue

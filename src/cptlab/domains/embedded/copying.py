@@ -1,0 +1,52 @@
+"""Warm-up only: in-context copying and lookup drills for the tiny base model.
+
+A ~1M-parameter model trained for a few minutes only sometimes forms the induction heads that
+copying needs (Olsson et al., 2022), and without them it can neither map a recalled value to its
+option letter nor use SDPO's demonstration. Repetition in ordinary pre-training text is what
+forms those heads in real models; these drills play that part. They carry no domain fact: the
+words are drawn at random, so they teach the skill, not an answer.
+
+"Repeat: Titan C 7 Lima"                                       -> "Titan C 7 Lima"
+"Options: gas (A), Lima (B), 7 (C), blue (D). Which letter is 7?" -> "C"
+"""
+
+from __future__ import annotations
+
+import random
+
+from cptlab.domains.embedded.common import Item, register_domain
+from cptlab.domains.embedded.facts import SCIENCE_ATTRIBUTES
+from cptlab.domains.embedded.tool import CITIES, WORDS
+
+VOCABULARY = (
+    tuple(
+        sorted(
+            {v for values in SCIENCE_ATTRIBUTES.values() for v in values} | set(CITIES) | set(WORDS)
+        )
+    )
+    + tuple("ABCD")
+    + tuple(str(n) for n in range(-12, 25))
+)
+
+
+def make_item(rng: random.Random, form: str) -> Item:
+    if rng.random() < 0.5:
+        text = " ".join(rng.choice(VOCABULARY) for _ in range(rng.randint(3, 8)))
+        return Item(key=f"repeat/{text}", user=f"Repeat: {text}", answer=text, solution=text)
+    options = rng.sample(VOCABULARY, 4)
+    index = rng.randrange(4)
+    listed = ", ".join(f"{o} ({'ABCD'[i]})" for i, o in enumerate(options))
+    return Item(
+        key=f"lookup/{listed}/{index}",
+        user=f"Options: {listed}. Which letter is {options[index]}?",
+        answer="ABCD"[index],
+        solution="ABCD"[index],
+    )
+
+
+register_domain(
+    "copying",
+    make_item,
+    verifiers={"drill": "exact_text"},
+    descriptions={"drill": "warm-up only: repeat a word sequence, or look up an option letter"},
+)
