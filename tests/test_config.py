@@ -43,3 +43,14 @@ def test_invalid_yaml_names_the_file(tmp_path):
     path.write_text("experiment: [unclosed\n")
     with pytest.raises(ConfigError, match="bad.yaml: not valid YAML"):
         load_config(path)
+
+
+def test_json_config_keeps_exponent_numbers(tmp_path):
+    """The workflow hands rules a JSON config; 3e-05 must stay a number."""
+    import json
+
+    config = embedded()
+    config["training"]["learning_rate"] = 3e-05
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    assert load_config(path)["training"]["learning_rate"] == 3e-05

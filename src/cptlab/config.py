@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from importlib.resources import files
 from pathlib import Path
 
@@ -46,10 +47,12 @@ def _check_names(config: dict, source: str) -> None:
 
 def load_config(path: str | Path) -> dict:
     path = Path(path)
+    text = path.read_text()
     try:
-        config = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as err:
-        raise ConfigError(f"{path}: not valid YAML ({err})") from err
+        # JSON is read as JSON: YAML 1.1 would take a number such as 3e-05 for a string.
+        config = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (yaml.YAMLError, json.JSONDecodeError) as err:
+        raise ConfigError(f"{path}: not valid {path.suffix[1:].upper() or 'YAML'} ({err})") from err
     if not isinstance(config, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level")
     return validate_config(config, str(path))

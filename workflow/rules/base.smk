@@ -4,20 +4,24 @@ rule build_base:
     output:
         manifest=base_manifest(),
     params:
-        code=code_hash("base_model.py", "sft.py", "model.py", "tokenizer.py", "chat.py",
-                       "generation.py", "metrics.py", "reprompt.py", "verifiers", "sandbox.py"),
-        base=config["base"],
+        config=CONFIG_FILE,
+        data_dir=lambda wc, input: str(Path(input[0]).parent),
         folder=lambda wc, output: str(Path(output.manifest).parent),
+        base=config["base"],
+        code=code_hash(
+            "base_model.py", "sft.py", "model.py", "tokenizer.py", "chat.py", "generation.py",
+            "metrics.py", "reprompt.py", "verifiers", "sandbox.py",
+        ),
     threads: 2
     resources:
         mem_mb=4000,
         runtime=30,
     log:
-        "logs/" + config["experiment"] + "/build_base.log",
+        f"logs/{EXPERIMENT}/build_base.log",
     benchmark:
-        "benchmarks/" + config["experiment"] + "/build_base.tsv"
+        f"benchmarks/{EXPERIMENT}/build_base.tsv"
     conda:
         "../../envs/cptlab.yaml"
     shell:
-        "cptlab build-base --config {CONFIG_FILE} --data-dir {RESULTS}/data"
+        "cptlab build-base --config {params.config} --data-dir {params.data_dir}"
         " --out {params.folder} --threads {threads} > {log} 2>&1"

@@ -7,7 +7,8 @@ from snakemake.utils import validate
 
 validate(config, "../schemas/config.schema.yaml")
 
-RESULTS = Path("results") / config["experiment"]
+EXPERIMENT = config["experiment"]
+RESULTS = Path("results") / EXPERIMENT
 
 
 def write_effective_config():
