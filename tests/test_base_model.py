@@ -1,7 +1,6 @@
 """`cptlab build-base`: determinism on a micro build, and the foundation bounds on a reduced
 build of the embedded default (opt-in, `make test-slow`)."""
 
-
 import pytest
 import yaml
 
@@ -23,9 +22,26 @@ def prepare(config: dict, folder) -> None:
             prepare_benchmark(config, name, folder / f"{name}.jsonl")
 
 
-def write_config(config: dict, path) -> str:
+def build(config: dict, folder, out: str, threads: int) -> dict:
+    """Prepare the data once under `folder`, run `cptlab build-base` into folder/out, return
+    its manifest."""
+    if not (folder / "data").exists():
+        prepare(config, folder / "data")
+    path = folder / "config.yaml"
     path.write_text(yaml.safe_dump(config))
-    return str(path)
+    argv = [
+        "build-base",
+        "--config",
+        str(path),
+        "--data-dir",
+        str(folder / "data"),
+        "--out",
+        str(folder / out),
+        "--threads",
+        str(threads),
+    ]
+    assert main(argv) == 0
+    return read_manifest(folder / out)
 
 
 def micro_config() -> dict:
@@ -39,23 +55,7 @@ def micro_config() -> dict:
 
 def test_same_seed_gives_identical_weights(tmp_path):
     config = micro_config()
-    prepare(config, tmp_path / "data")
-    path = write_config(config, tmp_path / "config.yaml")
-    digests = []
-    for run in ("a", "b"):
-        argv = [
-            "build-base",
-            "--config",
-            path,
-            "--data-dir",
-            str(tmp_path / "data"),
-            "--out",
-            str(tmp_path / run),
-            "--threads",
-            "1",
-        ]
-        assert main(argv) == 0
-        digests.append(read_manifest(tmp_path / run)["weights_sha256"])
+    digests = [build(config, tmp_path, run, threads=1)["weights_sha256"] for run in ("a", "b")]
     assert digests[0] == digests[1]
     manifest = read_manifest(tmp_path / "a")
     assert set(manifest["measurements"]) >= {"math_id", "logic_ood", "knowledge_ood"}
@@ -90,21 +90,7 @@ def test_reduced_build_bounds(tmp_path):
     them), and passes the day they all hold."""
     config = embedded_config()
     config["base"]["measure"]["n"] = 60
-    prepare(config, tmp_path / "data")
-    path = write_config(config, tmp_path / "config.yaml")
-    argv = [
-        "build-base",
-        "--config",
-        path,
-        "--data-dir",
-        str(tmp_path / "data"),
-        "--out",
-        str(tmp_path / "base"),
-        "--threads",
-        "2",
-    ]
-    assert main(argv) == 0
-    manifest = read_manifest(tmp_path / "base")
+    manifest = build(config, tmp_path, "base", threads=2)
     assert len(manifest["bounds"]) == 14
     failed = sorted(name for name, b in manifest["bounds"].items() if not b["ok"])
     if failed:
