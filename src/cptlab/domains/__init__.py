@@ -13,7 +13,7 @@ from cptlab.domains.registry import (
 )
 
 # Importing the modules registers their benchmarks.
-from cptlab.domains import embedded  # noqa: E402,F401  isort: skip
+from cptlab.domains import embedded, paper  # noqa: E402,F401  isort: skip
 
 __all__ = [
     "BENCHMARKS",
