@@ -47,14 +47,6 @@ def _solution_within(value: object) -> dict | None:
     return None
 
 
-@register("exact_text")
-def exact_text(completion: str, row: dict) -> Verdict:
-    """The whole completion must equal the reference, ignoring surrounding whitespace."""
-    if completion.strip() == row["answer"].strip():
-        return correct()
-    return wrong("The output differs from the expected text.")
-
-
 def _grid_from_text(text: str) -> dict | None:
     """The last JSON object in the text that has a "solution" mapping (ZebraLogic output).
 
