@@ -18,8 +18,12 @@ $(VENV)/.installed: envs/requirements.txt pyproject.toml
 	$(BIN)/python -m pip install -q --no-deps -e .
 	touch $@
 
+EXPERIMENT ?= embedded
+
+# The whole experiment, then the HTML report (Snakemake builds reports in a second call).
 run: setup
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/snakemake --cores $(CORES)
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/snakemake --report results/$(EXPERIMENT)/report.html
 
 test: setup
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -q

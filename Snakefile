@@ -1,18 +1,32 @@
 # cptlab: continual post-training experiments.
 #   snakemake --cores all                   # embedded default (config/config.yaml)
 #   snakemake --cores all --profile slurm   # cluster
+#   snakemake --report results/<experiment>/report.html   # the HTML report, after a run
 # The default target is declared here: Snakemake drops a default_target from an included file.
 
 
-configfile: "config/config.yaml"
+# `--configfile other.yaml` replaces the embedded default instead of merging into it (a merge
+# would keep the default's domains and methods).
+if not workflow.overwrite_configfiles:
+
+    configfile: "config/config.yaml"
+
+
+report: "workflow/report/workflow.rst"
 
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/base.smk"
+include: "workflow/rules/train.smk"
+include: "workflow/rules/evaluate.smk"
+include: "workflow/rules/aggregate.smk"
 
 
 rule all:
     default_target: True
     input:
-        base_manifest(),
+        base_inputs(),
+        RESULTS / "scores.csv",
+        RESULTS / "cl_metrics.csv",
+        RESULTS / "figures/manifest.json",

@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 
 from cptlab.chat import render
+from cptlab.config import base_measure_benchmarks
 from cptlab.generation import Sampling, generate
 from cptlab.io import atomic_write_text, write_manifest
 from cptlab.metrics import mean_pass_at_k, rewards, score_completions
@@ -39,18 +40,35 @@ BOUNDS = {
 }
 
 
-def warmup_examples(tokenizer, rows: list[dict], reprompt_share: float, seed: int):
-    """Encoded (ids, labels) for the warm-up rows; a `reprompt_share` of them in teacher form
-    with the row's own gold solution as the demonstration."""
+def warmup_examples(
+    tokenizer, rows: list[dict], reprompt_share: float, seed: int, counterfactual_share: float = 0.0
+):
+    """Encoded (ids, labels) for the warm-up rows; a `reprompt_share` of them in teacher form.
+
+    The demonstration is the row's own gold solution, except in a `counterfactual_share` of the
+    teacher-form rows: there it is the solution of another warm-up row of the same domain and
+    form, and the target is that demonstration. Where the model can compute the answer from the
+    question (most tool and code items), gold demonstrations give no reason to read them;
+    counterfactual ones make reading the demonstration the only way to lower the loss, which is
+    the skill SDPO's teacher needs (an in-context copy, as in flipped-label ICL studies)."""
     rng = random.Random(seed)
+    by_form: dict[tuple, list[str]] = {}
+    for row in rows:
+        by_form.setdefault(_form_of(row), []).append(row["metadata"]["solution"])
     examples = []
     for row in rows:
         solution = row["metadata"]["solution"]
         prompt = row["prompt"]
         if rng.random() < reprompt_share:
+            if rng.random() < counterfactual_share:
+                solution = rng.choice(by_form[_form_of(row)])
             prompt = teacher_messages(prompt, demonstration=solution)
         examples.append(encode_example(tokenizer, prompt, solution))
     return examples
+
+
+def _form_of(row: dict) -> tuple:
+    return row["domain"], row["metadata"].get("form")
 
 
 def measure(model, tokenizer, rows_by_benchmark: dict[str, list[dict]], spec: dict, seed: int):
@@ -132,7 +150,13 @@ def build_base(
     warmup_rows = [row for d in domains for row in read(f"{d}_pretrain")]
     texts = [render(r["prompt"]) + r["metadata"]["solution"] for r in warmup_rows]
     tokenizer = train_tokenizer(texts, spec["tokenizer"]["vocab_size"])
-    examples = warmup_examples(tokenizer, warmup_rows, spec["warmup"]["reprompt_share"], seed)
+    examples = warmup_examples(
+        tokenizer,
+        warmup_rows,
+        spec["warmup"]["reprompt_share"],
+        seed,
+        spec["warmup"].get("counterfactual_share", 0.0),
+    )
     too_long = max(len(ids) for ids, _ in examples)
     if too_long > spec["model"]["max_positions"]:
         raise ValueError(
@@ -165,8 +189,7 @@ def build_base(
     tokenizer = load_tokenizer(str(out_dir))
 
     n = spec["measure"]["n"]
-    eval_sets = {name: read(name)[:n] for spec in domains.values() for name in spec.get("id", [])}
-    eval_sets |= {name: read(name)[:n] for spec in domains.values() for name in spec.get("ood", [])}
+    eval_sets = {name: read(name)[:n] for name in base_measure_benchmarks(config)}
     t0 = time.perf_counter()
     results = measure(model, tokenizer, eval_sets, spec["measure"], seed)
     measure_seconds = time.perf_counter() - t0

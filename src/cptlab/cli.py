@@ -9,6 +9,8 @@ import sys
 
 from cptlab.config import ConfigError, load_config
 from cptlab.rows import RowError
+from cptlab.drift.cli import add_drift_parsers
+from cptlab.eval_cli import add_eval_parsers
 from cptlab.train.cli import add_train_stage_parser
 
 
@@ -47,6 +49,8 @@ def parser() -> argparse.ArgumentParser:
     p.set_defaults(run=_build_base)
 
     add_train_stage_parser(sub)
+    add_eval_parsers(sub)
+    add_drift_parsers(sub)
     return top
 
 
@@ -58,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         args.run(args)
-    except (ConfigError, RowError, KeyError, FileNotFoundError) as err:
+    except (ConfigError, RowError, KeyError, FileNotFoundError, ValueError) as err:
         # Bad input: one clear line naming the problem, no traceback.
         message = err.args[0] if isinstance(err, KeyError) and err.args else err
         print(f"cptlab {args.command}: error: {message}", file=sys.stderr)

@@ -43,6 +43,22 @@ def _check_names(config: dict, source: str) -> None:
                     f"{source}: data.domains.{domain} names unknown benchmark {name!r}; "
                     f"known: {sorted(BENCHMARKS)}"
                 )
+    run = config.get("run")
+    if run is None:
+        return
+    domains = config["data"]["domains"]
+    for k, domain in enumerate(run["sequence"]):
+        if "train" not in domains.get(domain, {}):
+            raise ConfigError(
+                f"{source}: run.sequence[{k}] is {domain!r}, which has no `train` split in "
+                f"data.domains (trainable: {sorted(d for d, s in domains.items() if 'train' in s)})"
+            )
+    for k, method in enumerate(run["methods"]):
+        if method not in config.get("methods", {}):
+            raise ConfigError(
+                f"{source}: run.methods[{k}] is {method!r}, not a key of `methods` "
+                f"({sorted(config.get('methods', {}))})"
+            )
 
 
 def load_config(path: str | Path) -> dict:
@@ -65,4 +81,13 @@ def benchmarks_in(config: dict) -> list[str]:
         names += (
             ([spec["train"]] if "train" in spec else []) + spec.get("id", []) + spec.get("ood", [])
         )
+    return names
+
+
+def base_measure_benchmarks(config: dict) -> list[str]:
+    """What `build-base` measures: the first id benchmark of each trained domain and the first
+    ood benchmark of each evaluation-only one (adding a benchmark does not rebuild the base)."""
+    names = []
+    for spec in config["data"]["domains"].values():
+        names += spec.get("id", [])[:1] if "train" in spec else spec.get("ood", [])[:1]
     return names

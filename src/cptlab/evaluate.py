@@ -1,19 +1,32 @@
 """`cptlab evaluate`: a checkpoint's accuracy on benchmarks, with bootstrap intervals and the
-responses kept as JSONL."""
+responses kept as JSONL.
+
+Accuracy is avg@k: the mean over items of the mean reward over an item's k samples (k = 1 and
+temperature 0 is greedy decoding). The 95% interval is a percentile bootstrap over items.
+`run_evaluation` writes the responses file first and the EVAL.json summary last (atomically),
+so an EVAL.json on disk means the evaluation completed.
+"""
 
 from __future__ import annotations
 
 import json
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
 from transformers import AutoModelForCausalLM
 
+from cptlab.config import ConfigError
+from cptlab.domains import get_benchmark
 from cptlab.generation import Sampling, generate
-from cptlab.io import atomic_write_text
+from cptlab.io import atomic_write_json, atomic_write_text
 from cptlab.metrics import bootstrap_ci, rewards, score_completions
+from cptlab.rows import RowError, read_jsonl
 from cptlab.tokenizer import load_tokenizer
+
+BACKENDS = ("hf", "vllm")
 
 
 def load_checkpoint(path: str | Path):
@@ -22,12 +35,72 @@ def load_checkpoint(path: str | Path):
     return model, load_tokenizer(str(path))
 
 
-def evaluate_rows(model, tokenizer, rows: list[dict], sampling: Sampling, seed: int = 0) -> dict:
-    """Accuracy (mean over items of the mean reward over samples, i.e. avg@n) with a 95%
-    bootstrap interval, and one response record per item."""
-    completions = generate(model, tokenizer, [r["prompt"] for r in rows], sampling, seed)
+@dataclass(frozen=True)
+class EvalSettings:
+    """The config's `evaluation` mapping with its defaults filled in.
+
+    n:              first n items of each benchmark (None: all).
+    samples:        completions per item (1 with temperature 0: greedy; k > 1: avg@k).
+    temperature, top_p, max_new_tokens: decoding.
+    batch_size:     sequences per HF generate call (prompts x samples).
+    backend:        "hf" (transformers generate) or "vllm".
+    seed:           generation and bootstrap seed.
+    vllm:           options of the vLLM engine (cptlab.backends.vllm_backend.build_llm).
+    chat_template_kwargs: extra arguments of the chat template (e.g. enable_thinking: false).
+    """
+
+    n: int | None = None
+    samples: int = 1
+    temperature: float = 0.0
+    top_p: float = 1.0
+    max_new_tokens: int = 64
+    batch_size: int = 64
+    backend: str = "hf"
+    seed: int = 0
+    vllm: dict = field(default_factory=dict)
+    chat_template_kwargs: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_config(cls, config: dict) -> EvalSettings:
+        spec = config.get("evaluation") or {}
+        defaults = cls()
+        settings = cls(
+            n=spec.get("n"),
+            samples=int(spec.get("samples", defaults.samples)),
+            temperature=float(spec.get("temperature", defaults.temperature)),
+            top_p=float(spec.get("top_p", defaults.top_p)),
+            max_new_tokens=int(spec.get("max_new_tokens", defaults.max_new_tokens)),
+            batch_size=int(spec.get("batch_size", defaults.batch_size)),
+            backend=spec.get("backend", defaults.backend),
+            seed=int(spec.get("seed", defaults.seed)),
+            vllm=dict(spec.get("vllm") or {}),
+            chat_template_kwargs=dict(spec.get("chat_template_kwargs") or {}),
+        )
+        if settings.backend not in BACKENDS:
+            raise ConfigError(f"evaluation.backend: {settings.backend!r} not in {BACKENDS}")
+        if settings.samples < 1:
+            raise ConfigError(f"evaluation.samples: must be >= 1, got {settings.samples}")
+        if settings.samples > 1 and settings.temperature == 0:
+            raise ConfigError(
+                f"evaluation.samples={settings.samples} needs temperature > 0 "
+                "(temperature 0 is greedy: one completion per item)"
+            )
+        return settings
+
+    @property
+    def sampling(self) -> Sampling:
+        return Sampling(
+            n=self.samples,
+            temperature=self.temperature,
+            top_p=self.top_p,
+            max_new_tokens=self.max_new_tokens,
+        )
+
+
+def summarise(rows: list[dict], completions: list[list[str]], seed: int = 0) -> dict:
+    """Score completions: accuracy (avg@k), bootstrap interval and one response per item."""
     verdicts = score_completions(rows, completions)
-    per_item = rewards(verdicts).mean(axis=1)
+    per_item = rewards(verdicts).mean(axis=1) if rows else np.zeros(0)
     low, high = bootstrap_ci(per_item, seed=seed)
     responses = [
         {
@@ -39,12 +112,37 @@ def evaluate_rows(model, tokenizer, rows: list[dict], sampling: Sampling, seed: 
         for r, c, vs in zip(rows, completions, verdicts, strict=True)
     ]
     return {
-        "accuracy": float(np.mean(per_item)),
+        "accuracy": float(np.mean(per_item)) if rows else float("nan"),
         "ci_low": low,
         "ci_high": high,
         "n": len(rows),
         "responses": responses,
     }
+
+
+def evaluate_rows(
+    model,
+    tokenizer,
+    rows: list[dict],
+    sampling: Sampling,
+    seed: int = 0,
+    batch_size: int = 64,
+    stats: dict | None = None,
+    chat_template_kwargs: dict | None = None,
+) -> dict:
+    """Accuracy (mean over items of the mean reward over samples, i.e. avg@n) with a 95%
+    bootstrap interval, and one response record per item (HF generation)."""
+    completions = generate(
+        model,
+        tokenizer,
+        [r["prompt"] for r in rows],
+        sampling,
+        seed,
+        batch_size=batch_size,
+        stats=stats,
+        chat_template_kwargs=chat_template_kwargs,
+    )
+    return summarise(rows, completions, seed)
 
 
 def evaluate_checkpoint(
@@ -61,3 +159,83 @@ def evaluate_checkpoint(
     if responses_out is not None:
         atomic_write_text(responses_out, [json.dumps(r) + "\n" for r in result["responses"]])
     return {k: v for k, v in result.items() if k != "responses"}
+
+
+def _check_rows(rows: list[dict], benchmark: str, data: Path) -> None:
+    other = sorted({r["benchmark"] for r in rows} - {benchmark})
+    if other:
+        raise RowError(f"{data}: rows of benchmark(s) {other}, expected only {benchmark!r}")
+
+
+def run_evaluation(
+    config: dict,
+    checkpoint: str | Path,
+    data: str | Path,
+    benchmark: str,
+    out: str | Path,
+    responses_out: str | Path,
+    threads: int = 1,
+) -> dict:
+    """Evaluate `checkpoint` on the rows of `data` (the prepared JSONL of `benchmark`) with the
+    config's `evaluation` settings; write the responses JSONL, then EVAL.json (`out`) last.
+    Returns the EVAL.json record."""
+    started = time.perf_counter()
+    settings = EvalSettings.from_config(config)
+    info = get_benchmark(benchmark)
+    data = Path(data)
+    if not data.exists():
+        raise FileNotFoundError(f"{data}: no such data file")
+    rows = read_jsonl(data)
+    _check_rows(rows, benchmark, data)
+    if settings.n is not None:
+        rows = rows[: settings.n]
+    torch.set_num_threads(max(1, threads))
+    stats: dict = {"tokens_generated": 0}
+    prompts = [r["prompt"] for r in rows]
+    if settings.backend == "vllm":
+        from cptlab.backends.vllm_backend import generate_with_vllm
+
+        completions = generate_with_vllm(
+            checkpoint,
+            prompts,
+            settings.sampling,
+            settings.seed,
+            options=settings.vllm,
+            stats=stats,
+            chat_template_kwargs=settings.chat_template_kwargs,
+        )
+    else:
+        model, tokenizer = load_checkpoint(checkpoint)
+        completions = generate(
+            model,
+            tokenizer,
+            prompts,
+            settings.sampling,
+            settings.seed,
+            batch_size=settings.batch_size,
+            stats=stats,
+            chat_template_kwargs=settings.chat_template_kwargs,
+        )
+    result = summarise(rows, completions, settings.seed)
+    atomic_write_text(
+        responses_out, [json.dumps(r, ensure_ascii=False) + "\n" for r in result["responses"]]
+    )
+    record = {
+        "benchmark": benchmark,
+        "domain": info.domain,
+        "split": info.split,
+        "checkpoint": str(checkpoint),
+        "accuracy": result["accuracy"],
+        "ci_low": result["ci_low"],
+        "ci_high": result["ci_high"],
+        "n": result["n"],
+        "samples": settings.samples,
+        "temperature": settings.temperature,
+        "top_p": settings.top_p,
+        "backend": settings.backend,
+        "seed": settings.seed,
+        "seconds": round(time.perf_counter() - started, 3),
+        "tokens_generated": int(stats["tokens_generated"]),
+    }
+    atomic_write_json(out, record)
+    return record

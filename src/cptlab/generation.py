@@ -30,14 +30,23 @@ def generate(
     sampling: Sampling,
     seed: int = 0,
     batch_size: int = 64,
+    stats: dict | None = None,
+    chat_template_kwargs: dict | None = None,
 ) -> list[list[str]]:
     """Completions for each chat prompt: a list of `sampling.n` strings per prompt.
 
     Prompts are sorted by length so that batches carry little padding; each batch reseeds from
     (seed, batch index), so results do not depend on what ran before.
+
+    stats:                if given, `stats["tokens_generated"]` is increased by the number of
+                          tokens generated (up to and including each completion's end token;
+                          padding after it is not counted).
+    chat_template_kwargs: extra keyword arguments of `apply_chat_template` (for example
+                          `{"enable_thinking": False}` for Qwen3).
     """
+    extra = chat_template_kwargs or {}
     texts = [
-        tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True)
+        tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True, **extra)
         for p in prompts
     ]
     order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
@@ -63,10 +72,36 @@ def generate(
             pad_token_id=tokenizer.pad_token_id,
             eos_token_id=tokenizer.eos_token_id,
         )
-        completions = tokenizer.batch_decode(
-            output[:, encoded["input_ids"].shape[1] :], skip_special_tokens=True
-        )
+        generated = output[:, encoded["input_ids"].shape[1] :]
+        if stats is not None:
+            stats["tokens_generated"] = stats.get("tokens_generated", 0) + count_generated(
+                generated, _eos_ids(model, tokenizer)
+            )
+        completions = tokenizer.batch_decode(generated, skip_special_tokens=True)
         for j, i in enumerate(index):
             results[i] = completions[j * sampling.n : (j + 1) * sampling.n]
     model.train(was_training)
     return results
+
+
+def _eos_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerFast) -> list[int]:
+    eos = getattr(model.generation_config, "eos_token_id", None)
+    if eos is None:
+        eos = tokenizer.eos_token_id
+    ids = eos if isinstance(eos, list | tuple) else [eos]
+    return [int(i) for i in ids if i is not None]
+
+
+def count_generated(generated: torch.Tensor, eos_ids: list[int]) -> int:
+    """Tokens generated in a (sequences x new tokens) batch: each row up to and including its
+    first end token, or the whole row when it has none (it hit the length limit)."""
+    if generated.numel() == 0:
+        return 0
+    length = generated.shape[1]
+    if not eos_ids:
+        return int(generated.shape[0] * length)
+    is_end = torch.isin(generated, torch.tensor(eos_ids, device=generated.device))
+    has_end = is_end.any(dim=1)
+    first_end = is_end.int().argmax(dim=1)
+    counts = torch.where(has_end, first_end + 1, torch.full_like(first_end, length))
+    return int(counts.sum())

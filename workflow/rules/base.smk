@@ -1,6 +1,7 @@
 rule build_base:
     input:
-        [data_file(name) for name in benchmarks_of_config()],
+        [data_file(f"{domain}_pretrain") for domain in DOMAINS],
+        [data_file(name) for name in base_measure_benchmarks(config)],
     output:
         manifest=base_manifest(),
     params:
@@ -10,7 +11,7 @@ rule build_base:
         base=config["base"],
         code=code_hash(
             "base_model.py", "sft.py", "model.py", "tokenizer.py", "chat.py", "generation.py",
-            "metrics.py", "reprompt.py", "verifiers", "sandbox.py",
+            "metrics.py", "reprompt.py", "verifiers", "sandbox.py", "config.py",
         ),
     threads: 2
     resources:

@@ -220,9 +220,15 @@ def _fingerprint(settings, seed, start, anchor_path, data_file: Path) -> dict:
         "settings": json.loads(json.dumps(settings.as_dict(), sort_keys=True, default=str)),
         "seed": seed,
         "start": str(Path(start).resolve()) if Path(start).exists() else str(start),
+        # A retrained start (same path, new weights) must not resume old state.
+        "start_manifest": _file_digest(Path(start) / "manifest.json"),
         "anchor": anchor_path,
         "data": hashlib.sha256(data_file.read_bytes()).hexdigest(),
     }
+
+
+def _file_digest(path: Path) -> str | None:
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else None
 
 
 def export_weights(source: str | Path, out: Path) -> None:

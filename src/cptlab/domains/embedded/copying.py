@@ -8,6 +8,12 @@ words are drawn at random, so they teach the skill, not an answer.
 
 "Repeat: Titan C 7 Lima"                                       -> "Titan C 7 Lima"
 "Options: gas (A), Lima (B), 7 (C), blue (D). Which letter is 7?" -> "C"
+'Copy: {"gas": "Lima", "blue": 7}'                              -> '{"gas": "Lima", "blue": 7}'
+"Copy: y = ((x * 6) - 3) % 11"                                  -> "y = ((x * 6) - 3) % 11"
+
+The records and expressions matter: there the token before each value (` "`, `, `, ` % `)
+occurs several times, so copying them needs a longer context than one token, which is what
+copying a tool call's arguments or a program's constants from SDPO's demonstration needs.
 """
 
 from __future__ import annotations
@@ -29,8 +35,29 @@ VOCABULARY = (
 )
 
 
+def _record(rng: random.Random) -> str:
+    keys = rng.sample(VOCABULARY[:-41], rng.randint(2, 4))
+    fields = [
+        f'"{key}": '
+        + (str(rng.randint(0, 12)) if rng.random() < 0.3 else f'"{rng.choice(VOCABULARY)}"')
+        for key in keys
+    ]
+    return "{" + ", ".join(fields) + "}"
+
+
+def _expression(rng: random.Random) -> str:
+    expression = "x"
+    for _ in range(rng.randint(2, 4)):
+        expression = f"({expression} {rng.choice('+-*%')} {rng.randint(2, 12)})"
+    return f"y = {expression[1:-1]}"
+
+
 def make_item(rng: random.Random, form: str) -> Item:
-    if rng.random() < 0.5:
+    kind = rng.random()
+    if kind < 1 / 3:
+        text = _record(rng) if rng.random() < 0.5 else _expression(rng)
+        return Item(key=f"copy/{text}", user=f"Copy: {text}", answer=text, solution=text)
+    if kind < 2 / 3:
         text = " ".join(rng.choice(VOCABULARY) for _ in range(rng.randint(3, 8)))
         return Item(key=f"repeat/{text}", user=f"Repeat: {text}", answer=text, solution=text)
     options = rng.sample(VOCABULARY, 4)
@@ -48,5 +75,7 @@ register_domain(
     "copying",
     make_item,
     verifiers={"drill": "exact_text"},
-    descriptions={"drill": "warm-up only: repeat a word sequence, or look up an option letter"},
+    descriptions={
+        "drill": "warm-up only: repeat words, a record or an expression; look up an option letter"
+    },
 )

@@ -1,0 +1,335 @@
+"""`cptlab aggregate`: every evaluation of an experiment in one long table, and the
+continual-learning metrics computed from it.
+
+Inputs (EVAL.json files written by `cptlab evaluate`):
+
+    <eval-dir>/base/<benchmark>.json                          the base model (stage 0)
+    <eval-dir>/<method>/seed<seed>/stage<k>/<benchmark>.json  after stage k = 1..K
+
+Outputs (each written atomically):
+
+    scores.csv      SCORE_COLUMNS; stage 0 rows (stage_domain "base") repeat the base's scores
+                    for every method and seed.
+    cl_metrics.csv  METRIC_COLUMNS, one row per (method, seed, stage, metric, benchmark); see
+                    `metric_rows` for the metrics. `note` says why a value is NaN.
+    cl_summary.csv  SUMMARY_COLUMNS: mean over seeds with a t-based 95% interval (NaN interval
+                    with a single seed).
+
+The benchmarks are every `id` and `ood` name of `data.domains` (config order); a benchmark's
+domain and split are its place in the config. Accuracies are fractions, relative measures %.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from cptlab import cl_metrics as clm
+from cptlab.config import ConfigError
+from cptlab.io import atomic_write_text
+
+SCORE_COLUMNS = [
+    "method",
+    "seed",
+    "stage",
+    "stage_domain",
+    "benchmark",
+    "benchmark_domain",
+    "split",
+    "accuracy",
+    "n",
+    "ci_low",
+    "ci_high",
+]
+METRIC_COLUMNS = [
+    "method",
+    "seed",
+    "stage",
+    "stage_domain",
+    "metric",
+    "benchmark",
+    "value",
+    "note",
+]
+SUMMARY_COLUMNS = [
+    "method",
+    "stage",
+    "stage_domain",
+    "metric",
+    "benchmark",
+    "mean",
+    "std",
+    "ci_low",
+    "ci_high",
+    "n_seeds",
+]
+BASE_NOTE = "base accuracy 0: relative performance undefined"
+
+
+class AggregateError(ValueError):
+    """An evaluation file exists but does not hold what its path says."""
+
+
+@dataclass(frozen=True)
+class EvalBenchmark:
+    name: str
+    domain: str
+    split: str  # "id" or "ood"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What an experiment evaluates: the config's `run` and `data.domains`."""
+
+    sequence: list[str]
+    methods: list[str]
+    seeds: list[int]
+    benchmarks: list[EvalBenchmark]
+
+    @classmethod
+    def from_config(cls, config: dict) -> Plan:
+        domains = config["data"]["domains"]
+        run = config.get("run") or {}
+        sequence = list(run.get("sequence") or [d for d, s in domains.items() if "train" in s])
+        methods = list(run.get("methods") or list(config.get("methods", {})))
+        seeds = [int(s) for s in run.get("seeds", [0])]
+        if not sequence:
+            raise ConfigError("run.sequence: no domain to train")
+        if not methods:
+            raise ConfigError("run.methods: no method")
+        unknown = [d for d in sequence if d not in domains]
+        if unknown:
+            raise ConfigError(f"run.sequence names domains not in data.domains: {unknown}")
+        benchmarks: list[EvalBenchmark] = []
+        seen: set[str] = set()
+        for domain, spec in domains.items():
+            for split in ("id", "ood"):
+                for name in spec.get(split, []):
+                    if name not in seen:
+                        seen.add(name)
+                        benchmarks.append(EvalBenchmark(name, domain, split))
+        return cls(sequence, methods, seeds, benchmarks)
+
+    @property
+    def stages(self) -> list[int]:
+        """0 (the base) and 1..K."""
+        return list(range(len(self.sequence) + 1))
+
+    def stage_domain(self, stage: int) -> str:
+        return "base" if stage == 0 else self.sequence[stage - 1]
+
+    def of_split(self, split: str) -> list[EvalBenchmark]:
+        return [b for b in self.benchmarks if b.split == split]
+
+
+def eval_file(eval_dir: str | Path, method: str | None, seed: int | None, stage: int, name: str):
+    """Path of one EVAL.json (method/seed ignored for stage 0, the base)."""
+    eval_dir = Path(eval_dir)
+    if stage == 0:
+        return eval_dir / "base" / f"{name}.json"
+    return eval_dir / method / f"seed{seed}" / f"stage{stage}" / f"{name}.json"
+
+
+def _read_eval(path: Path, benchmark: str) -> dict:
+    try:
+        record = json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise AggregateError(f"{path}: not valid JSON ({err})") from err
+    if record.get("benchmark", benchmark) != benchmark:
+        raise AggregateError(
+            f"{path}: holds benchmark {record.get('benchmark')!r}, expected {benchmark!r}"
+        )
+    missing = [k for k in ("accuracy", "n", "ci_low", "ci_high") if k not in record]
+    if missing:
+        raise AggregateError(f"{path}: missing keys {missing}")
+    return record
+
+
+def collect_scores(config: dict, eval_dir: str | Path) -> pd.DataFrame:
+    """The long table of every (method, seed, stage, benchmark) accuracy (SCORE_COLUMNS).
+
+    Raises FileNotFoundError naming the missing EVAL.json file(s)."""
+    plan = Plan.from_config(config)
+    wanted = [(None, None, 0, b) for b in plan.benchmarks]
+    for method in plan.methods:
+        for seed in plan.seeds:
+            for stage in plan.stages[1:]:
+                wanted += [(method, seed, stage, b) for b in plan.benchmarks]
+    paths = {(m, s, k, b.name): eval_file(eval_dir, m, s, k, b.name) for m, s, k, b in wanted}
+    missing = [str(p) for p in paths.values() if not p.exists()]
+    if missing:
+        more = f" (and {len(missing) - 5} more)" if len(missing) > 5 else ""
+        raise FileNotFoundError(f"missing evaluation file(s): {', '.join(missing[:5])}{more}")
+    records = {key: _read_eval(path, key[3]) for key, path in paths.items()}
+    rows = []
+    for method in plan.methods:
+        for seed in plan.seeds:
+            for stage in plan.stages:
+                for b in plan.benchmarks:
+                    key = (None, None, 0, b.name) if stage == 0 else (method, seed, stage, b.name)
+                    r = records[key]
+                    rows.append(
+                        {
+                            "method": method,
+                            "seed": seed,
+                            "stage": stage,
+                            "stage_domain": plan.stage_domain(stage),
+                            "benchmark": b.name,
+                            "benchmark_domain": b.domain,
+                            "split": b.split,
+                            "accuracy": float(r["accuracy"]),
+                            "n": int(r["n"]),
+                            "ci_low": float(r["ci_low"]),
+                            "ci_high": float(r["ci_high"]),
+                        }
+                    )
+    return pd.DataFrame(rows, columns=SCORE_COLUMNS)
+
+
+def metric_rows(plan: Plan, acc: dict[int, dict[str, float]]) -> list[dict]:
+    """The CL metrics of one run from its accuracies acc[stage][benchmark] (stage 0 = base).
+
+    Per stage k (0..K), metric / benchmark:
+      avg_accuracy / "all"              mean accuracy over every benchmark
+      avg_accuracy / "id_trained"       over the id benchmarks of the domains trained in 1..k
+                                        (NaN at stage 0)
+      avg_accuracy / "ood"              over the OOD benchmarks
+      relative / <benchmark>            100 (acc - acc_base) / acc_base, NaN when acc_base is 0
+      gain, forgetting / <benchmark>    max(0, relative), max(0, -relative) (the paper's)
+      relative / "ood_mean"             mean relative performance over the OOD benchmarks (those
+                                        with a defined value; the note names any left out)
+    Per stage k >= 2:
+      cl_forgetting / <benchmark>       Chaudhry et al.: max over stages l in [t, k-1] of acc
+                                        minus acc at k, t the first stage that trained the
+                                        benchmark's domain; for every benchmark of the
+                                        domains trained before k
+      cl_forgetting / "id_mean"         mean of the above over id benchmarks
+      bwt / "id"                        backward transfer over stages 1..k (tasks = stages;
+                                        task accuracy = mean over the domain's id benchmarks)
+      fwt / "id"                        forward transfer over stages 1..k (vs the base)
+    """
+    names = [b.name for b in plan.benchmarks]
+    ood = [b.name for b in plan.of_split("ood")]
+    base = acc[0]
+    rows: list[dict] = []
+
+    def add(stage: int, metric: str, benchmark: str, value: float, note: str = "") -> None:
+        rows.append(
+            {
+                "stage": stage,
+                "stage_domain": plan.stage_domain(stage),
+                "metric": metric,
+                "benchmark": benchmark,
+                "value": float(value),
+                "note": note,
+            }
+        )
+
+    def domain_id_acc(domain: str, stage: int) -> float:
+        ids = [b.name for b in plan.benchmarks if b.domain == domain and b.split == "id"]
+        return clm.average_accuracy([acc[stage][n] for n in ids]) if ids else float("nan")
+
+    first_trained = {}
+    for k, domain in enumerate(plan.sequence, start=1):
+        first_trained.setdefault(domain, k)
+
+    for k in plan.stages:
+        trained = set(plan.sequence[:k])
+        add(k, "avg_accuracy", "all", clm.average_accuracy(acc[k][n] for n in names))
+        seen_ids = [b.name for b in plan.of_split("id") if b.domain in trained]
+        add(
+            k,
+            "avg_accuracy",
+            "id_trained",
+            clm.average_accuracy(acc[k][n] for n in seen_ids),
+            "" if seen_ids else "no trained domain with an id benchmark yet",
+        )
+        add(k, "avg_accuracy", "ood", clm.average_accuracy(acc[k][n] for n in ood))
+        relatives = {}
+        for n in names:
+            rel = clm.relative_performance(acc[k][n], base[n])
+            relatives[n] = rel
+            note = BASE_NOTE if np.isnan(rel) else ""
+            add(k, "relative", n, rel, note)
+            add(k, "gain", n, clm.gain(rel), note)
+            add(k, "forgetting", n, clm.forgetting(rel), note)
+        left_out = [n for n in ood if np.isnan(relatives[n])]
+        add(
+            k,
+            "relative",
+            "ood_mean",
+            clm.nan_mean(relatives[n] for n in ood),
+            f"left out (base accuracy 0): {' '.join(left_out)}" if left_out else "",
+        )
+        if k >= 2:
+            id_values = []
+            for b in plan.benchmarks:
+                t = first_trained.get(b.domain)
+                if t is None or t >= k:
+                    continue
+                f = clm.max_forgetting([acc[s][b.name] for s in range(t, k + 1)])
+                add(k, "cl_forgetting", b.name, f)
+                if b.split == "id":
+                    id_values.append(f)
+            add(k, "cl_forgetting", "id_mean", clm.nan_mean(id_values))
+            tasks = plan.sequence[:k]
+            matrix = [[domain_id_acc(d, s) for d in tasks] for s in range(1, k + 1)]
+            base_tasks = [domain_id_acc(d, 0) for d in tasks]
+            add(k, "bwt", "id", clm.backward_transfer(matrix))
+            add(k, "fwt", "id", clm.forward_transfer(matrix, base_tasks))
+    return rows
+
+
+def compute_metrics(config: dict, scores: pd.DataFrame) -> pd.DataFrame:
+    """cl_metrics.csv's table (METRIC_COLUMNS) from scores.csv's."""
+    plan = Plan.from_config(config)
+    out = []
+    for (method, seed), run in scores.groupby(["method", "seed"], sort=False):
+        acc: dict[int, dict[str, float]] = {}
+        for stage, benchmark, value in run[["stage", "benchmark", "accuracy"]].itertuples(
+            index=False
+        ):
+            acc.setdefault(int(stage), {})[benchmark] = float(value)
+        for row in metric_rows(plan, acc):
+            out.append({"method": method, "seed": seed, **row})
+    return pd.DataFrame(out, columns=METRIC_COLUMNS)
+
+
+def summarise_seeds(metrics: pd.DataFrame) -> pd.DataFrame:
+    """Mean over seeds of every metric with a t-based 95% interval (SUMMARY_COLUMNS)."""
+    keys = ["method", "stage", "stage_domain", "metric", "benchmark"]
+    out = []
+    for key, group in metrics.groupby(keys, sort=False):
+        mean, std, low, high, n = clm.mean_ci(group["value"].to_numpy())
+        out.append(
+            dict(zip(keys, key, strict=True))
+            | {"mean": mean, "std": std, "ci_low": low, "ci_high": high, "n_seeds": n}
+        )
+    return pd.DataFrame(out, columns=SUMMARY_COLUMNS)
+
+
+def write_csv(path: str | Path, frame: pd.DataFrame) -> Path:
+    return atomic_write_text(path, frame.to_csv(index=False, na_rep="NaN", lineterminator="\n"))
+
+
+def read_csv(path: str | Path) -> pd.DataFrame:
+    """Read a table written by `write_csv` (empty notes stay empty strings)."""
+    frame = pd.read_csv(path, keep_default_na=False, na_values=["NaN"])
+    return frame
+
+
+def aggregate(config: dict, eval_dir: str | Path, out_dir: str | Path) -> dict[str, Path]:
+    """Write scores.csv, cl_metrics.csv and cl_summary.csv into `out_dir`; returns their paths."""
+    out_dir = Path(out_dir)
+    scores = collect_scores(config, eval_dir)
+    metrics = compute_metrics(config, scores)
+    summary = summarise_seeds(metrics)
+    return {
+        "scores": write_csv(out_dir / "scores.csv", scores),
+        "cl_metrics": write_csv(out_dir / "cl_metrics.csv", metrics),
+        "cl_summary": write_csv(out_dir / "cl_summary.csv", summary),
+    }

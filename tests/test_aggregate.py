@@ -1,0 +1,197 @@
+"""`cptlab aggregate` on a hand-made EVAL.json tree: scores.csv rows, the CL metrics of one run
+by hand, the summary over seeds, and the errors."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from cptlab import eval_cli
+from cptlab.aggregate import METRIC_COLUMNS, SCORE_COLUMNS, SUMMARY_COLUMNS, read_csv
+
+DOMAINS = {
+    "math": {"train": "math_train", "id": ["math_id"], "ood": ["math_ood"]},
+    "science": {"train": "science_train", "id": ["science_id"], "ood": ["science_ood"]},
+    "logic": {"ood": ["logic_ood"]},
+    "copying": {},
+}
+BENCHMARKS = ["math_id", "math_ood", "science_id", "science_ood", "logic_ood"]
+METHODS = ["grpo", "sdpo_frozen"]
+SEEDS = [0, 1]
+BASE = {"math_id": 0.2, "math_ood": 0.55, "science_id": 0.5, "science_ood": 0.25, "logic_ood": 0.0}
+# grpo, seed 0, after stage 1 (math) and stage 2 (science)
+RUN = {
+    1: {"math_id": 0.6, "math_ood": 0.5, "science_id": 0.4, "science_ood": 0.25, "logic_ood": 0.1},
+    2: {"math_id": 0.3, "math_ood": 0.45, "science_id": 0.8, "science_ood": 0.5, "logic_ood": 0.1},
+}
+
+
+def accuracy(method: str, seed: int, stage: int, name: str) -> float:
+    if stage == 0:
+        return BASE[name]
+    return RUN[stage][name] + 0.01 * seed + 0.02 * METHODS.index(method)
+
+
+def run_cli(argv: list[str]) -> None:
+    top = argparse.ArgumentParser()
+    eval_cli.add_eval_parsers(top.add_subparsers(dest="command", required=True))
+    args = top.parse_args(argv)
+    args.run(args)
+
+
+def write_eval(path: Path, name: str, acc: float) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    record = {"benchmark": name, "accuracy": acc, "n": 50, "ci_low": acc - 0.1}
+    record["ci_high"] = acc + 0.1
+    path.write_text(json.dumps(record))
+
+
+@pytest.fixture
+def tree(tmp_path):
+    config = {
+        "experiment": "t",
+        "data": {"seed": 0, "domains": DOMAINS},
+        "base": {"seed": 0},
+        "methods": {"grpo": {"trainer": "grpo"}, "sdpo_frozen": {"trainer": "sdpo"}},
+        "run": {"sequence": ["math", "science"], "methods": METHODS, "seeds": SEEDS},
+    }
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    eval_dir = tmp_path / "eval"
+    for name in BENCHMARKS:
+        write_eval(eval_dir / "base" / f"{name}.json", name, BASE[name])
+        for method in METHODS:
+            for seed in SEEDS:
+                for stage in (1, 2):
+                    path = eval_dir / method / f"seed{seed}" / f"stage{stage}" / f"{name}.json"
+                    write_eval(path, name, accuracy(method, seed, stage, name))
+    return tmp_path
+
+
+def aggregate(tree: Path) -> None:
+    run_cli(
+        [
+            "aggregate", "--config", str(tree / "config.json"), "--eval-dir", str(tree / "eval"),
+            "--out-dir", str(tree / "out"),
+        ]
+    )  # fmt: skip
+
+
+def test_scores_csv(tree):
+    aggregate(tree)
+    with open(tree / "out" / "scores.csv") as handle:
+        rows = list(csv.DictReader(handle))
+    assert list(rows[0]) == SCORE_COLUMNS == [
+        "method", "seed", "stage", "stage_domain", "benchmark", "benchmark_domain", "split",
+        "accuracy", "n", "ci_low", "ci_high",
+    ]  # fmt: skip
+    assert len(rows) == len(METHODS) * len(SEEDS) * 3 * len(BENCHMARKS)  # stages 0, 1, 2
+    seen = set()
+    for row in rows:
+        stage, seed = int(row["stage"]), int(row["seed"])
+        key = (row["method"], seed, stage, row["benchmark"])
+        assert key not in seen
+        seen.add(key)
+        assert row["stage_domain"] == ["base", "math", "science"][stage]
+        assert float(row["accuracy"]) == pytest.approx(accuracy(*key))
+        assert float(row["ci_high"]) == pytest.approx(accuracy(*key) + 0.1)
+        assert row["n"] == "50"
+        domain, split = row["benchmark"].split("_")
+        assert (row["benchmark_domain"], row["split"]) == (domain, split)
+    first = rows[0]
+    assert (first["method"], first["seed"], first["stage"], first["benchmark"]) == (
+        "grpo", "0", "0", "math_id",
+    )  # fmt: skip
+
+
+def metric(frame, name, benchmark, stage, method="grpo", seed=0):
+    hit = frame[
+        (frame["method"] == method)
+        & (frame["seed"] == seed)
+        & (frame["stage"] == stage)
+        & (frame["metric"] == name)
+        & (frame["benchmark"] == benchmark)
+    ]
+    assert len(hit) == 1, (name, benchmark, stage)
+    return hit.iloc[0]
+
+
+def test_cl_metrics_by_hand(tree):
+    aggregate(tree)
+    frame = read_csv(tree / "out" / "cl_metrics.csv")
+    assert list(frame.columns) == METRIC_COLUMNS
+
+    def value(*args, **kwargs):
+        return metric(frame, *args, **kwargs)["value"]
+
+    assert value("relative", "math_id", 0) == pytest.approx(0.0)
+    assert value("relative", "math_id", 1) == pytest.approx(200.0)  # 0.2 -> 0.6
+    assert value("relative", "math_id", 2) == pytest.approx(50.0)  # 0.2 -> 0.3
+    assert value("relative", "science_id", 1) == pytest.approx(-20.0)
+    assert value("gain", "science_id", 1) == 0.0
+    assert value("forgetting", "science_id", 1) == pytest.approx(20.0)
+    assert value("gain", "math_id", 1) == pytest.approx(200.0)
+    # logic_ood has base accuracy 0: NaN, said so, and left out of the OOD mean
+    nan_row = metric(frame, "relative", "logic_ood", 2)
+    assert math.isnan(nan_row["value"]) and "base accuracy 0" in nan_row["note"]
+    ood_mean = metric(frame, "relative", "ood_mean", 2)
+    # math_ood 0.55 -> 0.45, science_ood 0.25 -> 0.5
+    assert ood_mean["value"] == pytest.approx((100 * (0.45 - 0.55) / 0.55 + 100.0) / 2)
+    assert "logic_ood" in ood_mean["note"]
+    assert value("relative", "math_id", 1, method="sdpo_frozen", seed=1) == pytest.approx(
+        100 * (0.63 - 0.2) / 0.2
+    )
+    # averages
+    assert value("avg_accuracy", "all", 1) == pytest.approx((0.6 + 0.5 + 0.4 + 0.25 + 0.1) / 5)
+    assert math.isnan(value("avg_accuracy", "id_trained", 0))
+    assert value("avg_accuracy", "id_trained", 1) == pytest.approx(0.6)
+    assert value("avg_accuracy", "id_trained", 2) == pytest.approx((0.3 + 0.8) / 2)
+    assert value("avg_accuracy", "ood", 2) == pytest.approx((0.45 + 0.5 + 0.1) / 3)
+    # classic forgetting, BWT, FWT after the last stage
+    assert value("cl_forgetting", "math_id", 2) == pytest.approx(0.6 - 0.3)
+    # from the stage that trained math on: the base's 0.55 does not count
+    assert value("cl_forgetting", "math_ood", 2) == pytest.approx(0.5 - 0.45)
+    assert value("cl_forgetting", "id_mean", 2) == pytest.approx(0.3)
+    assert value("bwt", "id", 2) == pytest.approx(0.3 - 0.6)
+    assert value("fwt", "id", 2) == pytest.approx(0.4 - 0.5)
+    assert frame[(frame["metric"] == "cl_forgetting") & (frame["stage"] < 2)].empty
+    assert frame[(frame["metric"] == "cl_forgetting") & frame["benchmark"].str.startswith(
+        "science"
+    )].empty  # science is trained last: nothing to forget yet  # fmt: skip
+
+
+def test_summary_over_seeds(tree):
+    aggregate(tree)
+    frame = read_csv(tree / "out" / "cl_summary.csv")
+    assert list(frame.columns) == SUMMARY_COLUMNS
+    row = frame[
+        (frame["method"] == "grpo")
+        & (frame["stage"] == 1)
+        & (frame["metric"] == "relative")
+        & (frame["benchmark"] == "math_id")
+    ].iloc[0]
+    values = [200.0, 205.0]  # seeds 0 and 1: 0.60 and 0.61 vs 0.2
+    half = 12.706 * (5.0 / math.sqrt(2)) / math.sqrt(2)
+    assert row["n_seeds"] == 2 and row["mean"] == pytest.approx(sum(values) / 2)
+    assert (row["ci_low"], row["ci_high"]) == pytest.approx((202.5 - half, 202.5 + half))
+
+
+def test_missing_eval_file_is_named(tree):
+    gone = tree / "eval" / "sdpo_frozen" / "seed1" / "stage2" / "science_ood.json"
+    gone.unlink()
+    with pytest.raises(FileNotFoundError, match=str(gone)):
+        aggregate(tree)
+    assert not (tree / "out" / "scores.csv").exists()
+
+
+def test_eval_file_of_another_benchmark_is_refused(tree, capsys):
+    path = tree / "eval" / "grpo" / "seed0" / "stage1" / "math_id.json"
+    write_eval(path, "math_ood", 0.5)
+    with pytest.raises(SystemExit) as exit_info:
+        aggregate(tree)
+    assert exit_info.value.code == 2
+    assert str(path) in capsys.readouterr().err

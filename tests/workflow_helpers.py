@@ -1,0 +1,67 @@
+"""Run Snakemake on a private copy of the workflow (its code hashes read the copy's sources)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+
+def copy_workflow(dest: Path) -> Path:
+    """Snakefile, workflow/, config/, profiles, and src/cptlab (the code the hashes read)."""
+    shutil.copy2(ROOT / "Snakefile", dest / "Snakefile")
+    for folder in ("workflow", "config", "envs", "profiles", "slurm"):
+        shutil.copytree(ROOT / folder, dest / folder, symlinks=True)
+    shutil.copytree(
+        ROOT / "src" / "cptlab",
+        dest / "src" / "cptlab",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
+    return dest
+
+
+def snakemake(workdir: Path, *args: str, env: dict | None = None, timeout: int = 600):
+    environment = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}", **(env or {})}
+    return subprocess.run(
+        [str(BIN / "snakemake"), *args],
+        cwd=workdir,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def planned_jobs(workdir: Path, *args: str, env: dict | None = None) -> Counter:
+    """Jobs per rule that a dry run would execute (empty when nothing is to be done)."""
+    done = snakemake(workdir, "-n", "--cores", "2", *args, env=env)
+    if done.returncode != 0:
+        raise AssertionError(f"dry run failed:\n{done.stdout}\n{done.stderr}")
+    text = done.stdout + done.stderr
+    if "Nothing to be done" in text:
+        return Counter()
+    table = text.split("Job stats:", 1)[1]
+    jobs = Counter()
+    for line in table.splitlines()[3:]:
+        match = re.match(r"^(\w+)\s+(\d+)$", line.strip())
+        if match is None:
+            break
+        if match.group(1) != "total":
+            jobs[match.group(1)] = int(match.group(2))
+    return jobs
+
+
+def edited_config(source: Path, dest: Path, edit) -> Path:
+    config = yaml.safe_load(source.read_text())
+    edit(config)
+    dest.write_text(yaml.safe_dump(config, sort_keys=False))
+    return dest
