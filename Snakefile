@@ -21,6 +21,7 @@ include: "workflow/rules/base.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/aggregate.smk"
+include: "workflow/rules/drift.smk"
 
 
 rule all:
@@ -30,3 +31,4 @@ rule all:
         RESULTS / "scores.csv",
         RESULTS / "cl_metrics.csv",
         RESULTS / "figures/manifest.json",
+        RESULTS / "drift/figures/manifest.json",

@@ -3,19 +3,20 @@
 snakemake-executor-plugin-slurm builds one `sbatch` command line per job from the job's
 resources (workflow/rules/common.smk `job_resources`, config/paper.yaml `resources:`) and polls
 `sacct` (or `squeue`) for the job states. Here every SLURM command it may call is a small script
-on PATH: `sbatch` records its argv and answers a job id the way `sbatch --parsable` does; `sacct` /
-`squeue` report a job's first submission FAILED and a resubmission COMPLETED (with no outputs,
-nothing runs), so Snakemake retries what has `retries:`, gives up and exits within seconds. The test then reads the recorded sbatch lines: GPU rules ask for their GPUs,
-partition, runtime and memory; CPU-only rules ask for no GPU; a retry asks for a longer runtime.
+on PATH: `sbatch` records its argv and answers a job id the way `sbatch --parsable` does; `sacct`
+and `squeue` report a job's first submission FAILED and a resubmission COMPLETED (without outputs:
+nothing runs), so Snakemake retries what has `retries:`, gives up, and exits within seconds. The
+tests read the recorded sbatch lines: GPU rules ask for their GPUs, partition, runtime and memory;
+CPU-only rules ask for no GPU; a retry asks for a longer runtime.
 
 What the plugin (2.8.0) calls on the submitting side:
   sbatch --parsable --job-name <run uuid> --output <log> --export=ALL --comment rule_<rule>_...
          [-A <account>] -p <partition> -t <runtime min> --mem <mem_mb>
          (--ntasks=1 --cpus-per-task=<threads> | --cpus-per-gpu=<n>) -D <workdir>
-         [--gpus=<n>] --wrap="<snakemake job command>"
+         [--gpus=[<model>:]<n>] --wrap="<snakemake job command>"
   sacct -X --parsable2 --clusters all --noheader --format=JobIdRaw,State ... --name <run uuid>
-        (status: `<id>|<STATE>` lines); sacct -j <id>.<step> --format=Reason --noheader (why a
-        job failed); sacct -nu <user> -o Account%256 | tail -1 (guessing an account)
+        (status: `<id>|<STATE>` lines); sacct -j <id>.<step> --format=Reason --noheader (steps
+        0-9 of a failed job); sacct -nu <user> -o Account%256 | tail -1 (guessing an account)
   squeue --format=%i|%T --states=all --noheader --name <run uuid> (status, when chosen)
   scontrol show config (MinJobAge, MaxArraySize); sinfo -o %P (the default partition, for jobs
   without slurm_partition); sacctmgr / sshare (validating an account); scancel (on interrupt).
@@ -33,7 +34,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from workflow_helpers import BIN, ROOT, copy_workflow, snakemake
+from workflow_helpers import BIN, ROOT, copy_workflow, edited_config, snakemake
 
 PAPER = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())
 SLURM_PROFILE = yaml.safe_load((ROOT / "slurm" / "config.yaml").read_text())
@@ -42,6 +43,7 @@ CPU_RULES = {"prepare_data", "aggregate", "figures"}
 # The one data file left out: its prepare_data job (CPU) is submitted together with the first
 # training stages (GPU) and the base evaluations of the other benchmarks (GPU).
 MISSING = "zebralogic"
+DONE_METHOD = PAPER["run"]["methods"][0]  # its stage 1 is pre-made: stage 2 and evaluate_stage run
 
 FAKE_SLURM = r"""
 import fcntl, json, os, sys
@@ -109,7 +111,17 @@ if [ "$1" = "-j" ]; then
     exit 0
 fi
 """
-COMMANDS = ("sbatch", "sacct", "squeue", "scontrol", "sinfo", "scancel", "srun", "sacctmgr", "sshare")
+COMMANDS = (
+    "sbatch",
+    "sacct",
+    "squeue",
+    "scontrol",
+    "sinfo",
+    "scancel",
+    "srun",
+    "sacctmgr",
+    "sshare",
+)
 
 
 def install_fake_slurm(folder: Path) -> Path:
@@ -172,6 +184,12 @@ def submitted(tmp_path_factory):
     assert MISSING in benchmarks
     for name in benchmarks - {MISSING}:
         (data / f"{name}.jsonl").touch()
+        os.utime(data / f"{name}.jsonl", (1e9, 1e9))  # older than the checkpoint below
+    # One finished first stage: its evaluations (evaluate_stage) and the next stage are ready too.
+    runs = work / "results" / PAPER["experiment"] / "runs" / DONE_METHOD / "seed0"
+    manifest = runs / f"stage1_{PAPER['run']['sequence'][0]}" / "manifest.json"
+    manifest.parent.mkdir(parents=True)
+    manifest.write_text("{}\n")
 
     state = tmp_path_factory.mktemp("fake_slurm")
     fake_bin = install_fake_slurm(state)
@@ -214,27 +232,38 @@ def submissions(submitted, rule):
 
 def gpu_flags(submission):
     """Every part of an sbatch line that asks SLURM for a GPU."""
-    asked = [f"{k}={v}" for k, v in submission["options"].items() if k in ("--gpus", "--gres")]
-    asked += [a for a in submission["argv"] if a.startswith(("--gpus", "--gres", "--cpus-per-gpu"))]
-    asked += [a for a in submission["argv"] if a.startswith(("--ntasks-per-gpu", "-G"))]
-    return asked
+    gpu_options = ("--gpu", "--gres", "--cpus-per-gpu", "--mem-per-gpu", "--ntasks-per-gpu", "-G")
+    return [a for a in submission["argv"] if a.startswith(gpu_options)]
+
+
+def eval_benchmarks():
+    return [
+        b
+        for spec in PAPER["data"]["domains"].values()
+        for b in spec.get("id", []) + spec.get("ood", [])
+    ]
 
 
 def test_first_wave_mixes_gpu_and_cpu_rules(submitted):
     rules = {rule for rule, _ in submitted["jobs"]}
-    assert {"prepare_data", "train_stage", "evaluate_base"} <= rules, rules
+    assert rules == {"prepare_data", "train_stage", "evaluate_base", "evaluate_stage"}, rules
     assert set(submissions(submitted, "prepare_data")) == {("prepare_data", f"benchmark={MISSING}")}
-    stage_one = {w for _, w in submissions(submitted, "train_stage")}
-    assert stage_one == {
-        f"method={m},seed=0,stage=1,domain={PAPER['run']['sequence'][0]}"
+    first, second = PAPER["run"]["sequence"][:2]
+    stages = {w for _, w in submissions(submitted, "train_stage")}
+    assert stages == {
+        f"method={m},seed=0,stage=1,domain={first}"
         for m in PAPER["run"]["methods"]
-    }
-    assert len(submissions(submitted, "evaluate_base")) == len(
-        [b for spec in PAPER["data"]["domains"].values() for b in spec.get("id", []) + spec.get("ood", [])]
-    ) - 1  # all but the one whose data is missing (and never made)
+        if m != DONE_METHOD
+    } | {f"method={DONE_METHOD},seed=0,stage=2,domain={second}"}
+    # every benchmark but the one whose data is missing (and never made)
+    ready = sorted(b for b in eval_benchmarks() if b != MISSING)
+    base = sorted(w.removeprefix("benchmark=") for _, w in submissions(submitted, "evaluate_base"))
+    assert base == ready
+    stage = sorted(w for _, w in submissions(submitted, "evaluate_stage"))
+    assert stage == sorted(f"method={DONE_METHOD},seed=0,stage=1,benchmark={b}" for b in ready)
 
 
-@pytest.mark.parametrize("rule", ["train_stage", "evaluate_base"])
+@pytest.mark.parametrize("rule", sorted(GPU_RULES))
 def test_gpu_rules_ask_for_gpus_partition_runtime_memory(submitted, rule):
     spec = PAPER["resources"][GPU_RULES[rule]]
     jobs = submissions(submitted, rule)
@@ -273,12 +302,65 @@ def test_a_retry_asks_for_a_longer_runtime(submitted):
     for key, tries in submissions(submitted, "train_stage").items():
         runtimes = [t["options"].get("-t") for t in tries]
         assert runtimes == [str(runtime), str(2 * runtime)], (key, submitted["log"][-4000:])
-        assert len({t["options"]["--gpus"] for t in tries}) == 1, key
-    for key, tries in submissions(submitted, "evaluate_base").items():
-        assert len(tries) == 1, key  # no retries: submitted once
+        first, retry = (
+            {k: v for k, v in t["options"].items() if k not in ("-t", "--wrap")} for t in tries
+        )
+        assert retry == first, key  # same GPUs, partition, memory
+    for rule in ("evaluate_base", "evaluate_stage", "prepare_data"):
+        for key, tries in submissions(submitted, rule).items():
+            assert len(tries) == 1, key  # no retries: submitted once
 
 
-def test_status_comes_from_sacct_and_nothing_runs(submitted):
-    commands = {call["command"] for call in submitted["calls"]}
-    assert "sacct" in commands or "squeue" in commands, commands
-    assert "srun" not in commands
+def test_status_is_queried_for_this_run_and_nothing_runs(submitted):
+    runs = {
+        option["options"]["--job-name"] for tries in submitted["jobs"].values() for option in tries
+    }
+    assert len(runs) == 1, runs
+    queries = [
+        c["argv"]
+        for c in submitted["calls"]
+        if c["command"] in ("sacct", "squeue") and "--name" in c["argv"]
+    ]
+    assert queries, [c["command"] for c in submitted["calls"]]
+    assert {q[q.index("--name") + 1] for q in queries} == runs
+    assert "srun" not in {c["command"] for c in submitted["calls"]}
+
+
+def dry_run_resources(text: str) -> dict[str, list[dict]]:
+    """rule -> the `resources:` of each of its jobs, from a dry run's job listing."""
+    resources, rule = defaultdict(list), None
+    for line in text.splitlines():
+        if line.startswith(("rule ", "localrule ")) and line.endswith(":"):
+            rule = line.split()[1].rstrip(":")
+        elif line.strip().startswith("resources:") and rule is not None:
+            pairs = line.split(":", 1)[1].split(",")
+            resources[rule].append(dict(p.strip().split("=", 1) for p in pairs))
+    return resources
+
+
+def test_gpu_0_and_cpu_only_rules_get_no_gpu_resources(tmp_path):
+    """The rules the first wave does not reach (aggregate, figures), and a rule kind configured
+    with `gpu: 0` (and a gpu_model, which alone would make the plugin ask `--gpus=<model>:1`),
+    get no GPU resource at all: a dry run of the paper config with evaluation on CPUs."""
+    work = copy_workflow(tmp_path)
+
+    def cpu_evaluation(config):
+        config["resources"]["evaluate"].update(gpu=0, gpu_model="a100")
+        config["resources"]["train"]["gpu_model"] = "h100"
+
+    edited_config(work / "config" / "paper.yaml", work / "config" / "cpu_eval.yaml", cpu_evaluation)
+    done = snakemake(
+        work, "-n", "--profile", "slurm", "--configfile", "config/cpu_eval.yaml", "--cores", "2",
+        env={"OMP_NUM_THREADS": "1"}, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    resources = dry_run_resources(done.stdout + done.stderr)
+    assert {"train_stage", "evaluate_base", "evaluate_stage", "aggregate", "figures"} <= set(
+        resources
+    ), sorted(resources)
+    gpu_keys = {"gpu", "gpus", "gres", "gpu_model", "cpus_per_gpu"}
+    for rule in ("evaluate_base", "evaluate_stage", "prepare_data", "aggregate", "figures"):
+        for job in resources.get(rule, []):
+            assert not gpu_keys & set(job), (rule, job)
+    for job in resources["train_stage"]:
+        assert (job["gpu"], job["gpu_model"]) == ("8", "h100"), job

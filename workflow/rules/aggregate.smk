@@ -10,8 +10,9 @@ rule aggregate:
         summary=RESULTS / "cl_summary.csv",
     params:
         config=CONFIG_FILE,
-        eval_dir=str(RESULTS / "eval"),
-        out_dir=str(RESULTS),
+        # results/<experiment>/eval, from the base's first evaluation file
+        eval_dir=lambda wc, input: str(Path(input[0]).parents[1]),
+        out_dir=lambda wc, output: str(Path(output.scores).parent),
         run=config["run"],
         code=code_hash("cl_metrics.py", "aggregate.py"),
     log:
@@ -62,7 +63,8 @@ rule figures:
         ),
     params:
         config=CONFIG_FILE,
-        runs_dir=str(RESULTS / "runs"),
+        # results/<experiment>/runs, from runs/<method>/seed<s>/stage<k>_<domain>/manifest.json
+        runs_dir=lambda wc, input: str(Path(input.runs[0]).parents[3]),
         out_dir=lambda wc, output: str(Path(output.manifest).parent),
         code=code_hash("figures.py", "aggregate.py", "cl_metrics.py"),
     log:

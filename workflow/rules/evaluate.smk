@@ -11,7 +11,7 @@ rule evaluate_base:
         responses=RESULTS / "eval/base/{benchmark}.responses.jsonl",
     params:
         config=CONFIG_FILE,
-        checkpoint=base_model(),
+        checkpoint=lambda wc: base_model(),
         evaluation=config.get("evaluation", {}),
         code=code_hash("evaluate.py", "eval_cli.py", "generation.py", "backends", "metrics.py",
                        "verifiers", "sandbox.py", "chat.py", "tokenizer.py"),

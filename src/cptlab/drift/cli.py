@@ -11,6 +11,12 @@ dataset-distance    pairwise MMD between prompt sets (CSV), t-SNE map (CSV), opt
 collapse-forensics  the forensics report of a responses file (JSON), optionally the artifact's
                     trend over steps from a train log and from per-step responses (CSV)
 
+The workflow's (cptlab.drift.run; one process per chain, so the embedder loads once):
+
+drift-chain           every analysis above for every stage of one chain (method x seed)
+dataset-distance-all  MMD / t-SNE of every data set of data.domains, gain and forgetting vs MMD
+drift-figures         the drift figures from the tables of the two above
+
 Bad input raises FileNotFoundError or ValueError with a message naming the file.
 """
 
@@ -179,8 +185,53 @@ def _collapse_forensics(args: argparse.Namespace) -> None:
     )
 
 
+def _load_config(path: str) -> dict:
+    from cptlab.config import load_config
+
+    return load_config(path)
+
+
+def _drift_chain(args: argparse.Namespace) -> None:
+    from cptlab.drift.run import drift_chain
+
+    manifest = drift_chain(
+        _load_config(args.config),
+        args.method,
+        args.seed,
+        args.results_dir,
+        args.out_dir,
+        threads=args.threads,
+        embedder=args.embedder,
+        device=args.device,
+    )
+    print(json.dumps({k: manifest[k] for k in ("method", "seed", "embedder", "seconds")}))
+
+
+def _dataset_distance_all(args: argparse.Namespace) -> None:
+    from cptlab.drift.run import dataset_distance_all
+
+    manifest = dataset_distance_all(
+        _load_config(args.config),
+        args.data_dir,
+        args.scores,
+        args.out_dir,
+        embedder=args.embedder,
+        seed=args.seed,
+        threads=args.threads,
+        device=args.device,
+    )
+    print(json.dumps({k: manifest[k] for k in ("embedder", "seconds")}))
+
+
+def _drift_figures(args: argparse.Namespace) -> None:
+    from cptlab.drift.run import drift_figures
+
+    manifest = drift_figures(_load_config(args.config), args.drift_dir, args.out_dir)
+    print(json.dumps({"files": len(manifest["files"]), "missing": manifest["missing_inputs"]}))
+
+
 def add_drift_parsers(subparsers: argparse._SubParsersAction) -> list[argparse.ArgumentParser]:
-    """Add the four drift subcommands to `subparsers` (the parser's `add_subparsers()`)."""
+    """Add the drift subcommands to `subparsers` (the parser's `add_subparsers()`)."""
     from cptlab.drift.defaults import (
         DEFAULT_ALPHA,
         DEFAULT_K,
@@ -292,5 +343,50 @@ def add_drift_parsers(subparsers: argparse._SubParsersAction) -> list[argparse.A
     )
     p.add_argument("--trend-out", default=None, help="artifact frequency per step (.csv)")
     p.set_defaults(run=_collapse_forensics)
+    parsers.append(p)
+
+    config_embedder = "embedder (default: the config's drift.embedder, else minilm)"
+    p = subparsers.add_parser(
+        "drift-chain",
+        help="parameter / response drift and collapse forensics of every stage of one chain",
+    )
+    p.add_argument("--config", required=True)
+    p.add_argument("--method", required=True, help="a key of run.methods")
+    p.add_argument("--seed", type=int, required=True, help="a training seed of run.seeds")
+    p.add_argument("--results-dir", required=True, help="results/<experiment>")
+    p.add_argument("--out-dir", required=True, help="results/<exp>/drift/<method>/seed<seed>")
+    p.add_argument(
+        "--embedder", choices=("minilm", "hashing", "none"), default=None, help=config_embedder
+    )
+    p.add_argument("--device", default="auto", help="SVDs and embedder: auto, cpu, cuda, ...")
+    p.add_argument("--threads", type=int, default=1, help="torch threads (Snakemake threads)")
+    p.set_defaults(run=_drift_chain)
+    parsers.append(p)
+
+    p = subparsers.add_parser(
+        "dataset-distance-all",
+        help="MMD / t-SNE of every data set of data.domains; gain and forgetting vs MMD",
+    )
+    p.add_argument("--config", required=True)
+    p.add_argument("--data-dir", required=True, help="folder of prepared <data set>.jsonl")
+    p.add_argument("--scores", default=None, help="scores.csv (gain / forgetting vs MMD)")
+    p.add_argument("--out-dir", required=True, help="results/<exp>/drift/datasets")
+    p.add_argument(
+        "--embedder",
+        choices=("minilm", "hashing", "none"),
+        default=None,
+        help=config_embedder + "; none falls back to hashing",
+    )
+    p.add_argument("--device", default="auto", help="embedder device")
+    p.add_argument("--seed", type=int, default=0, help="subsampling and t-SNE seed")
+    p.add_argument("--threads", type=int, default=1, help="torch threads (Snakemake threads)")
+    p.set_defaults(run=_dataset_distance_all)
+    parsers.append(p)
+
+    p = subparsers.add_parser("drift-figures", help="drift figures (PNG + PDF), manifest last")
+    p.add_argument("--config", required=True)
+    p.add_argument("--drift-dir", required=True, help="results/<exp>/drift")
+    p.add_argument("--out-dir", required=True, help="results/<exp>/drift/figures")
+    p.set_defaults(run=_drift_figures)
     parsers.append(p)
     return parsers
