@@ -4,7 +4,7 @@ build of the embedded default (opt-in, `make test-slow`)."""
 import pytest
 import yaml
 
-from cptlab.base_model import check_bounds, warmup_examples
+from cptlab.base_model import check_bounds, warmup_examples, weighted
 from cptlab.cli import main
 from cptlab.data import prepare_benchmark
 from cptlab.io import read_manifest
@@ -68,6 +68,51 @@ def test_reprompt_share_sets_the_teacher_form_share():
     examples = warmup_examples(tokenizer, [row] * 2000, reprompt_share=0.3, seed=0)
     long = sum(len(ids) > min(len(i) for i, _ in examples) for ids, _ in examples)
     assert 0.27 < long / 2000 < 0.33
+
+
+def _rows(n: int) -> list[dict]:
+    return [
+        {
+            "domain": "math",
+            "prompt": [{"role": "user", "content": f"q{i}"}],
+            "metadata": {"solution": f"s{i}", "off_format": f"o{i}", "form": "id"},
+        }
+        for i in range(n)
+    ]
+
+
+def _target(tokenizer, ids_labels) -> str:
+    ids, labels = ids_labels
+    kept = [i for i, label in zip(ids, labels, strict=True) if label != -100]
+    return tokenizer.decode(kept).removesuffix("<|im_end|>").strip()
+
+
+def test_counterfactual_demonstrations_are_copied_targets():
+    tokenizer = train_tokenizer(["q1 s1 o1 Correct solution"] * 10, vocab_size=300)
+    rows = _rows(400)
+    examples = warmup_examples(tokenizer, rows, 1.0, seed=0, counterfactual_share=0.5)
+    swapped = 0
+    for row, example in zip(rows, examples, strict=True):
+        target = _target(tokenizer, example)
+        prompt = tokenizer.decode(example[0])
+        assert f"Correct solution:\n\n{target}\n" in prompt  # the target is the demonstration
+        swapped += target != row["metadata"]["solution"]
+    assert 0.4 < swapped / len(rows) < 0.6
+
+
+def test_off_format_share_swaps_the_target_convention():
+    tokenizer = train_tokenizer(["q1 s1 o1"] * 10, vocab_size=300)
+    rows = _rows(1000)
+    examples = warmup_examples(tokenizer, rows, 0.0, seed=0, off_format_share=0.25)
+    off = sum(_target(tokenizer, e).startswith("o") for e in examples)
+    assert 0.2 < off / len(rows) < 0.3
+
+
+def test_domain_weights_subsample_or_repeat():
+    rows = _rows(10)
+    assert weighted(rows, 0.5) == rows[:5]
+    assert weighted(rows, 2.0) == rows + rows
+    assert weighted(rows, 0) == []
 
 
 def test_check_bounds_flags_each_violation():

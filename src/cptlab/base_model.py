@@ -41,7 +41,12 @@ BOUNDS = {
 
 
 def warmup_examples(
-    tokenizer, rows: list[dict], reprompt_share: float, seed: int, counterfactual_share: float = 0.0
+    tokenizer,
+    rows: list[dict],
+    reprompt_share: float,
+    seed: int,
+    counterfactual_share: float = 0.0,
+    off_format_share: float = 0.0,
 ):
     """Encoded (ids, labels) for the warm-up rows; a `reprompt_share` of them in teacher form.
 
@@ -50,7 +55,14 @@ def warmup_examples(
     form, and the target is that demonstration. Where the model can compute the answer from the
     question (most tool and code items), gold demonstrations give no reason to read them;
     counterfactual ones make reading the demonstration the only way to lower the loss, which is
-    the skill SDPO's teacher needs (an in-context copy, as in flipped-label ICL studies)."""
+    the skill SDPO's teacher needs (an in-context copy, as in flipped-label ICL studies).
+
+    In an `off_format_share` of the rows that have one, the target is the item's answer in a
+    convention the prompt did not ask for (`metadata.off_format`: "The answer is 15." where
+    the prompt asks for \\boxed{}), which its verifier scores 0. A base that knows answers but
+    does not always give them in the requested form is where RL post-training starts from;
+    adopting the requested convention is something a stage can learn in tens of steps, while
+    recalling more facts is not (see README, "The embedded testbed")."""
     rng = random.Random(seed)
     by_form: dict[tuple, list[str]] = {}
     for row in rows:
@@ -59,6 +71,8 @@ def warmup_examples(
     for row in rows:
         solution = row["metadata"]["solution"]
         prompt = row["prompt"]
+        if row["metadata"].get("off_format") and rng.random() < off_format_share:
+            solution = row["metadata"]["off_format"]
         if rng.random() < reprompt_share:
             if rng.random() < counterfactual_share:
                 solution = rng.choice(by_form[_form_of(row)])
@@ -67,8 +81,15 @@ def warmup_examples(
     return examples
 
 
+def weighted(rows: list[dict], weight: float) -> list[dict]:
+    """A domain's warm-up rows at `weight`: the first round(weight * n) rows, cycling through
+    them again when weight > 1 (the rows are already in random order)."""
+    count = round(weight * len(rows))
+    return [rows[i % len(rows)] for i in range(count)]
+
+
 def _form_of(row: dict) -> tuple:
-    return row["domain"], row["metadata"].get("form")
+    return row.get("domain"), row["metadata"].get("form")
 
 
 def measure(model, tokenizer, rows_by_benchmark: dict[str, list[dict]], spec: dict, seed: int):
@@ -147,15 +168,21 @@ def build_base(
     train_domains = [d for d, spec in domains.items() if spec.get("train")]
     eval_only = [d for d, spec in domains.items() if spec.get("ood") and not spec.get("train")]
 
-    warmup_rows = [row for d in domains for row in read(f"{d}_pretrain")]
+    weights = spec["warmup"].get("domain_weights", {})
+    warmup_rows = [
+        row for d in domains for row in weighted(read(f"{d}_pretrain"), weights.get(d, 1.0))
+    ]
     texts = [render(r["prompt"]) + r["metadata"]["solution"] for r in warmup_rows]
-    tokenizer = train_tokenizer(texts, spec["tokenizer"]["vocab_size"])
+    tokenizer = train_tokenizer(
+        texts, spec["tokenizer"]["vocab_size"], spec["tokenizer"].get("split_words", True)
+    )
     examples = warmup_examples(
         tokenizer,
         warmup_rows,
         spec["warmup"]["reprompt_share"],
         seed,
         spec["warmup"].get("counterfactual_share", 0.0),
+        spec["warmup"].get("off_format_share", 0.0),
     )
     too_long = max(len(ids) for ids, _ in examples)
     if too_long > spec["model"]["max_positions"]:

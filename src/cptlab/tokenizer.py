@@ -10,10 +10,20 @@ from transformers import PreTrainedTokenizerFast
 from cptlab.chat import BOS, CHAT_TEMPLATE, IM_END, PAD, SPECIAL_TOKENS
 
 
-def train_tokenizer(texts: Iterable[str], vocab_size: int) -> PreTrainedTokenizerFast:
-    """Train a byte-level BPE on `texts`; deterministic for the same texts and size."""
+def train_tokenizer(
+    texts: Iterable[str], vocab_size: int, split_words: bool = True
+) -> PreTrainedTokenizerFast:
+    """Train a byte-level BPE on `texts`; deterministic for the same texts and settings.
+
+    `split_words=False` drops GPT-2's word-splitting regex, so merges may cross spaces and
+    punctuation: frequent format strings become single tokens (`", "city": "`, `\\boxed{`).
+    For the embedded testbed that halves sequence lengths, and a value in a tool call or a
+    program then follows a token that names its key, so a one-token induction head can copy
+    it from SDPO's demonstration (with word splitting every value follows the same ` "`)."""
     tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(
+        add_prefix_space=False, use_regex=split_words
+    )
     tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,

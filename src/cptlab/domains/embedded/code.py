@@ -56,7 +56,10 @@ def make_item(rng: random.Random, form: str) -> Item:
                     f"def {name}(x):\n    return {expression}",
                 )
             ),
-            metadata={"tests": [f"assert {name}({x}) == {evaluate(x)}" for x in inputs]},
+            metadata={
+                "tests": [f"assert {name}({x}) == {evaluate(x)}" for x in inputs],
+                "off_format": f"x = int(input())\nprint({expression})",
+            },
         )
     return Item(
         key=expression,

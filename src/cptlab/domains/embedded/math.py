@@ -38,6 +38,7 @@ def make_item(rng: random.Random, form: str) -> Item:
         expression += f" {op} {number}"
     value = eval(expression)  # noqa: S307  (our own digits and +/- only)
     phrasing = rng.choice(PHRASINGS)
+    off_format = rng.choice((f"The answer is {value}.", f"{expression} = {value}"))
     return Item(
         key=f"{expression}/{phrasing}",
         user=f"{phrasing.format(e=expression)} {INSTRUCTION}",
@@ -49,6 +50,7 @@ def make_item(rng: random.Random, form: str) -> Item:
                 f"{expression} = {value}, so \\boxed{{{value}}}",
             )
         ),
+        metadata={"off_format": off_format},
     )
 
 

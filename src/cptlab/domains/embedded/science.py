@@ -32,6 +32,7 @@ def make_science_item(rng: random.Random, form: str) -> Item:
     key = f"{substance}/{attribute}/{'|'.join(options)}"
     meta = {"options": options}
     if form == "id":
+        meta["off_format"] = f"The {attribute} of {substance} is {value}. Answer: {letter}"
         listed = ", ".join(f"{o} ({LETTERS[i]})" for i, o in enumerate(options))
         return Item(
             key=key,

@@ -130,6 +130,7 @@ def make_item(rng: random.Random, form: str) -> Item:
                 f"Thought: {rng.choice(THOUGHTS).format(tool=tool.name)}\nAction: {tool.name}\n"
                 f"Action Input: {action_input}"
             ),
+            metadata={"off_format": json.dumps({"name": tool.name, "arguments": arguments})},
         )
     schemas = [t.schema() for t in offered]
     compact = "\n".join(json.dumps({"name": t.name, "parameters": t.params}) for t in offered)
