@@ -8,9 +8,9 @@ import logging
 import sys
 
 from cptlab.config import ConfigError, load_config
-from cptlab.rows import RowError
 from cptlab.drift.cli import add_drift_parsers
 from cptlab.eval_cli import add_eval_parsers
+from cptlab.rows import RowError
 from cptlab.train.cli import add_train_stage_parser
 
 
