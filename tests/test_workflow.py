@@ -83,6 +83,16 @@ def _files(manifest: dict) -> list[str]:
     return found
 
 
+def test_the_effective_config_keeps_the_domain_order(smoke):
+    """The CLI reads results/<exp>/config.json; its domain order must be the YAML's, which
+    decides the warm-up mixture's order (a sorted copy built a different base)."""
+    import yaml
+
+    written = json.loads((smoke / "results" / "smoke" / "config.json").read_text())
+    source = yaml.safe_load((smoke / SMOKE).read_text())
+    assert list(written["data"]["domains"]) == list(source["data"]["domains"])
+
+
 def test_report_html(smoke):
     report = smoke / "results" / "smoke" / "report.html"
     done = snakemake(smoke, "--configfile", SMOKE, "--report", str(report))

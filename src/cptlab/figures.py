@@ -58,7 +58,8 @@ TRAIN_METRICS: dict[str, tuple[str, ...]] = {
 FORMATS = ("png", "pdf")
 
 
-def _save(fig, out_dir: Path, stem: str) -> list[str]:
+def save_figure(fig, out_dir: Path, stem: str) -> list[str]:
+    """Save `fig` as <stem>.png and .pdf (no timestamps: same figure, same bytes); close it."""
     names = []
     for fmt in FORMATS:
         path = out_dir / f"{stem}.{fmt}"
@@ -111,7 +112,7 @@ def plot_cl_curves(metrics: pd.DataFrame, plan: Plan, method: str, out_dir: Path
     ax.set_ylabel("relative performance vs base (%)")
     ax.set_title(f"{method}: continual learning")
     ax.legend(fontsize=8)
-    return _save(fig, out_dir, f"cl_curves_{method}")
+    return save_figure(fig, out_dir, f"cl_curves_{method}")
 
 
 def plot_ood_final(
@@ -158,7 +159,7 @@ def plot_ood_final(
     ax.set_ylabel(f"relative performance after stage {final} (%)")
     ax.set_title("out-of-distribution benchmarks after the last stage")
     ax.legend(fontsize=8)
-    return _save(fig, out_dir, "ood_final")
+    return save_figure(fig, out_dir, "ood_final")
 
 
 def plot_accuracy_matrix(scores: pd.DataFrame, plan: Plan, method: str, out_dir: Path):
@@ -179,7 +180,7 @@ def plot_accuracy_matrix(scores: pd.DataFrame, plan: Plan, method: str, out_dir:
     ax.set_yticks(range(len(plan.stages)), _stage_labels(plan))
     ax.set_title(f"{method}: accuracy after each stage")
     fig.colorbar(image, ax=ax, label="accuracy")
-    return _save(fig, out_dir, f"accuracy_matrix_{method}")
+    return save_figure(fig, out_dir, f"accuracy_matrix_{method}")
 
 
 def read_train_log(path: Path) -> list[dict]:
@@ -277,7 +278,7 @@ def plot_training_curves(
         axes[-1].set_xlabel("training step (stages concatenated)")
     fig.suptitle("training signals", y=1.02)
     info = {"plotted": present, "missing_logs": missing}
-    return _save(fig, out_dir, "training_curves"), info
+    return save_figure(fig, out_dir, "training_curves"), info
 
 
 def make_figures(

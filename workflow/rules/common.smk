@@ -19,7 +19,9 @@ def write_effective_config():
     """The merged config (config files + --config overrides) as the CLI's --config file.
     Rewritten only when it changes; rules track the sections they use through params."""
     path = RESULTS / "config.json"
-    text = json.dumps(config, indent=2, sort_keys=True) + "\n"
+    # Key order is kept: domain order decides the warm-up mixture's order (and the tokenizer's
+    # merges), so a sorted copy would build another base than the YAML it came from.
+    text = json.dumps(config, indent=2) + "\n"
     if not path.exists() or path.read_text() != text:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)

@@ -37,10 +37,10 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from cptlab.drift.run import ALL  # noqa: E402
+from cptlab.figures import save_figure  # noqa: E402
 
 log = logging.getLogger(__name__)
 
-FORMATS = ("png", "pdf")
 FIGURES = (
     "drift_params",
     "drift_params_by_type",
@@ -64,17 +64,6 @@ COLLAPSE_PANELS = {
     "tokens_mean": "mean length (tokens)",
 }
 REFERENCE_METHOD = "grpo"
-
-
-def _save(fig, out_dir: Path, stem: str) -> list[str]:
-    names = []
-    for fmt in FORMATS:
-        path = out_dir / f"{stem}.{fmt}"
-        metadata = {"CreationDate": None} if fmt == "pdf" else {"Software": None}
-        fig.savefig(path, format=fmt, dpi=120, bbox_inches="tight", metadata=metadata)
-        names.append(path.name)
-    plt.close(fig)
-    return names
 
 
 def _note(ax, text: str) -> None:
@@ -166,7 +155,7 @@ def plot_params(t: DriftTables, out_dir: Path) -> list[str]:
     if summary is None:
         for ax in axes.flat:
             _note(ax, "no parameter drift tables")
-        return _save(fig, out_dir, "drift_params")
+        return save_figure(fig, out_dir, "drift_params")
     colors = _colors(t.methods)
     for row, reference in enumerate(("base", "previous")):
         for col, (metric, label) in enumerate(PARAM_PANELS.items()):
@@ -187,7 +176,7 @@ def plot_params(t: DriftTables, out_dir: Path) -> list[str]:
     axes[0, 0].legend(fontsize=7)
     fig.suptitle("parameter drift (mean over weight matrices)", y=1.01)
     fig.tight_layout()
-    return _save(fig, out_dir, "drift_params")
+    return save_figure(fig, out_dir, "drift_params")
 
 
 def plot_params_by_type(t: DriftTables, out_dir: Path) -> list[str]:
@@ -198,7 +187,7 @@ def plot_params_by_type(t: DriftTables, out_dir: Path) -> list[str]:
     if by_type is None:
         for ax in axes:
             _note(ax, "no parameter drift tables")
-        return _save(fig, out_dir, "drift_params_by_type")
+        return save_figure(fig, out_dir, "drift_params_by_type")
     by_type = by_type[by_type["reference"] == "base"]
     types = list(dict.fromkeys(by_type["layer_type"]))
     stages = list(range(1, len(t.sequence) + 1))
@@ -229,7 +218,7 @@ def plot_params_by_type(t: DriftTables, out_dir: Path) -> list[str]:
     if drawn:
         drawn[0].legend(fontsize=7, title="after stage", title_fontsize=7)
     fig.tight_layout()
-    return _save(fig, out_dir, "drift_params_by_type")
+    return save_figure(fig, out_dir, "drift_params_by_type")
 
 
 # ----- response drift ---------------------------------------------------------------------------
@@ -289,7 +278,7 @@ def plot_response_similarity(t: DriftTables, out_dir: Path) -> list[str]:
     if not metrics or reference is None:
         for ax in axes.flat:
             _note(ax, "no response-drift tables")
-        return _save(fig, out_dir, "response_similarity")
+        return save_figure(fig, out_dir, "response_similarity")
     colors = _colors(t.methods)
     stages = list(range(1, len(t.sequence) + 1))
     labels = {"cosine": "embedding cosine (%)", "rouge_l": "ROUGE-L F1 (%)"}
@@ -320,7 +309,7 @@ def plot_response_similarity(t: DriftTables, out_dir: Path) -> list[str]:
         ncol=len(methods),
         bbox_to_anchor=(0.5, -0.04),
     )
-    return _save(fig, out_dir, "response_similarity")
+    return save_figure(fig, out_dir, "response_similarity")
 
 
 # ----- distances between data sets -------------------------------------------------------------
@@ -332,7 +321,7 @@ def plot_mmd(t: DriftTables, out_dir: Path) -> list[str]:
     fig, ax = plt.subplots(figsize=(2 + 0.55 * n, 1.5 + 0.5 * n) if n else (5, 4))
     if mmd is None:
         _note(ax, "no MMD table")
-        return _save(fig, out_dir, "mmd_heatmap")
+        return save_figure(fig, out_dir, "mmd_heatmap")
     values = mmd.to_numpy(float)
     image = ax.imshow(values, cmap="magma_r", aspect="auto")
     if n <= 24:
@@ -351,7 +340,7 @@ def plot_mmd(t: DriftTables, out_dir: Path) -> list[str]:
     ax.set_yticks(range(n), mmd.index, fontsize=7)
     fig.colorbar(image, ax=ax, label="MMD$^2$ (RBF, unbiased)")
     ax.set_title("distance between data sets (prompt embeddings)")
-    return _save(fig, out_dir, "mmd_heatmap")
+    return save_figure(fig, out_dir, "mmd_heatmap")
 
 
 def plot_tsne(t: DriftTables, out_dir: Path) -> list[str]:
@@ -359,7 +348,7 @@ def plot_tsne(t: DriftTables, out_dir: Path) -> list[str]:
     fig, ax = plt.subplots(figsize=(7.5, 6))
     if tsne is None:
         _note(ax, "no t-SNE table")
-        return _save(fig, out_dir, "tsne_map")
+        return save_figure(fig, out_dir, "tsne_map")
     names = list(dict.fromkeys(tsne["dataset"]))
     cmap = plt.get_cmap("tab20" if len(names) > 10 else "tab10")
     markers = {"train": "o", "id": "s", "ood": "^"}
@@ -379,7 +368,7 @@ def plot_tsne(t: DriftTables, out_dir: Path) -> list[str]:
     ax.set_yticks([])
     ax.legend(fontsize=6, markerscale=2, loc="center left", bbox_to_anchor=(1.0, 0.5))
     ax.set_title("t-SNE of prompt embeddings (o train, \u25a1 id, \u25b3 ood)")
-    return _save(fig, out_dir, "tsne_map")
+    return save_figure(fig, out_dir, "tsne_map")
 
 
 def plot_gain_forgetting(t: DriftTables, out_dir: Path) -> list[str]:
@@ -391,7 +380,7 @@ def plot_gain_forgetting(t: DriftTables, out_dir: Path) -> list[str]:
     if table is None or table.empty:
         for ax in axes:
             _note(ax, "no gain / forgetting table")
-        return _save(fig, out_dir, "gain_forgetting_mmd")
+        return save_figure(fig, out_dir, "gain_forgetting_mmd")
     colors = _colors(t.methods)
     markers = {"id": "o", "ood": "^"}
     x_all = table["mmd"].to_numpy(float)
@@ -431,7 +420,7 @@ def plot_gain_forgetting(t: DriftTables, out_dir: Path) -> list[str]:
         ax.legend(fontsize=7)
     fig.suptitle("gain and forgetting against data-set distance (o id, \u25b3 ood)", y=1.02)
     fig.tight_layout()
-    return _save(fig, out_dir, "gain_forgetting_mmd")
+    return save_figure(fig, out_dir, "gain_forgetting_mmd")
 
 
 # ----- collapse ---------------------------------------------------------------------------------
@@ -515,7 +504,7 @@ def plot_collapse_trend(t: DriftTables, out_dir: Path) -> list[str]:
         ax.grid(alpha=0.3)
     fig.suptitle(f"most frequent artifact: {artifact or 'none found'}", y=1.01)
     fig.tight_layout()
-    return _save(fig, out_dir, "collapse_trend")
+    return save_figure(fig, out_dir, "collapse_trend")
 
 
 def plot_collapse_stages(t: DriftTables, out_dir: Path) -> list[str]:
@@ -524,7 +513,7 @@ def plot_collapse_stages(t: DriftTables, out_dir: Path) -> list[str]:
     if table is None:
         for ax in axes.flat:
             _note(ax, "no collapse tables")
-        return _save(fig, out_dir, "collapse_stages")
+        return save_figure(fig, out_dir, "collapse_stages")
     table = table[table["benchmark"] == ALL]
     stages = list(range(0, len(t.sequence) + 1))
     colors = _colors(t.methods)
@@ -543,7 +532,7 @@ def plot_collapse_stages(t: DriftTables, out_dir: Path) -> list[str]:
     axes[0, 0].legend(fontsize=7)
     fig.suptitle("collapse forensics of each checkpoint's evaluation responses", y=1.01)
     fig.tight_layout()
-    return _save(fig, out_dir, "collapse_stages")
+    return save_figure(fig, out_dir, "collapse_stages")
 
 
 def make_drift_figures(config: Mapping, drift_dir: Path, out_dir: Path) -> dict:
