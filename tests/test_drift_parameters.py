@@ -11,6 +11,7 @@ import pytest
 import scipy.linalg
 import torch
 from safetensors.torch import save_file
+from tiny_models import tiny_qwen2
 
 from cptlab.drift.parameters import (
     COLUMNS,
@@ -288,19 +289,7 @@ def test_bf16_checkpoints_are_upcast(tmp_path):
 
 def test_a_tiny_qwen2_saved_by_transformers(tmp_path):
     """The real layout: HF names, tied embeddings, and sharding by `save_pretrained`."""
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-
-    config = Qwen2Config(
-        vocab_size=40,
-        hidden_size=16,
-        intermediate_size=24,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        tie_word_embeddings=True,
-    )
-    torch.manual_seed(0)
-    model = Qwen2ForCausalLM(config)
+    model = tiny_qwen2(vocab_size=40, seed=0)
     model.save_pretrained(tmp_path / "base")
     with torch.no_grad():
         model.model.layers[1].mlp.down_proj.weight.mul_(1.01)

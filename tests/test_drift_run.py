@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from tiny_models import tiny_qwen2
 
 from cptlab.drift.cli import add_drift_parsers
 from cptlab.drift.embedders import HashingEmbedder
@@ -76,19 +77,10 @@ def base_answer(benchmark: str, i: int) -> str:
 
 def save_qwen(folder: Path, seed: int, like: Path | None = None, scale: float = 0.0) -> None:
     """A tiny random Qwen2 (tied embeddings); with `like`, that model's weights plus noise."""
-    from transformers import Qwen2Config, Qwen2ForCausalLM
+    from transformers import Qwen2ForCausalLM
 
-    config = Qwen2Config(
-        vocab_size=48,
-        hidden_size=16,
-        intermediate_size=24,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        tie_word_embeddings=True,
-    )
     torch.manual_seed(seed)
-    model = Qwen2ForCausalLM(config) if like is None else Qwen2ForCausalLM.from_pretrained(like)
+    model = tiny_qwen2(48, seed) if like is None else Qwen2ForCausalLM.from_pretrained(like)
     with torch.no_grad():
         for p in model.parameters():
             p.add_(scale * torch.randn_like(p))
