@@ -30,7 +30,8 @@ BACKENDS = ("hf", "vllm")
 
 
 def load_checkpoint(path: str | Path):
-    """(model, tokenizer) from a local folder, offline."""
+    """(model, tokenizer) from a local folder, or a hub name already in the HF cache: evaluation
+    never downloads (fill the cache once on a machine with internet; README, cluster)."""
     model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True)
     return model, load_tokenizer(str(path))
 
