@@ -6,7 +6,7 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
-from cptlab.config import base_measure_benchmarks
+from cptlab.config import base_measure_benchmarks, benchmarks_in
 from cptlab.train.spec import resolve_stage
 
 validate(config, "../schemas/config.schema.yaml")

@@ -44,12 +44,7 @@ rule drift_chain:
 
 rule dataset_distance:
     input:
-        data=[
-            data_file(name)
-            for spec in DOMAINS.values()
-            for name in ([spec["train"]] if "train" in spec else []) + spec.get("id", [])
-            + spec.get("ood", [])
-        ],
+        data=[data_file(name) for name in benchmarks_in(config)],
         scores=RESULTS / "scores.csv",
     output:
         manifest=RESULTS / "drift/datasets/manifest.json",

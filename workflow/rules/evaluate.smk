@@ -1,6 +1,11 @@
 # Every checkpoint on every benchmark: one job per (checkpoint, benchmark), so adding a
 # benchmark adds only its jobs. The base's evaluations are shared by every method and seed.
 
+EVALUATE_CODE = code_hash(
+    "evaluate.py", "eval_cli.py", "generation.py", "backends", "metrics.py", "verifiers",
+    "sandbox.py", "chat.py", "tokenizer.py",
+)
+
 
 rule evaluate_base:
     input:
@@ -13,8 +18,7 @@ rule evaluate_base:
         config=CONFIG_FILE,
         checkpoint=lambda wc: base_model(),
         evaluation=config.get("evaluation", {}),
-        code=code_hash("evaluate.py", "eval_cli.py", "generation.py", "backends", "metrics.py",
-                       "verifiers", "sandbox.py", "chat.py", "tokenizer.py"),
+        code=EVALUATE_CODE,
     threads: resource("evaluate", "threads", 1)
     resources:
         **job_resources("evaluate", runtime=30),
@@ -41,8 +45,7 @@ use rule evaluate_base as evaluate_stage with:
         config=CONFIG_FILE,
         checkpoint=lambda wc: stage_dir(wc.method, wc.seed, wc.stage),
         evaluation=config.get("evaluation", {}),
-        code=code_hash("evaluate.py", "eval_cli.py", "generation.py", "backends", "metrics.py",
-                       "verifiers", "sandbox.py", "chat.py", "tokenizer.py"),
+        code=EVALUATE_CODE,
     log:
         f"logs/{EXPERIMENT}/evaluate/{{method}}/seed{{seed}}/stage{{stage}}/{{benchmark}}.log",
     benchmark:

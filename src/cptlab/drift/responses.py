@@ -95,6 +95,18 @@ def response_similarity(
     )
 
 
+def matched_ids(mine: dict, theirs: dict, path: str | Path, ref_path: str | Path) -> list[str]:
+    """The reference's ids in its order, once every id is known to be in both response sets
+    (else ValueError naming the file that lacks one)."""
+    for rid in mine:
+        if rid not in theirs:
+            raise ValueError(f"{ref_path}: no id {rid!r} (present in {path})")
+    for rid in theirs:
+        if rid not in mine:
+            raise ValueError(f"{path}: no id {rid!r} (present in {ref_path})")
+    return list(theirs)
+
+
 def response_drift(
     responses: str | Path,
     reference_responses: str | Path,
@@ -110,13 +122,7 @@ def response_drift(
     """
     mine = read_responses(responses)
     theirs = read_responses(reference_responses)
-    for rid in mine:
-        if rid not in theirs:
-            raise ValueError(f"{reference_responses}: no id {rid!r} (present in {responses})")
-    for rid in theirs:
-        if rid not in mine:
-            raise ValueError(f"{responses}: no id {rid!r} (present in {reference_responses})")
-    ids = list(theirs)
+    ids = matched_ids(mine, theirs, responses, reference_responses)
     df = response_similarity(
         [mine[i]["completions"][0] for i in ids],
         [theirs[i]["completions"][0] for i in ids],

@@ -293,16 +293,6 @@ def _first_completions(path: Path) -> dict[str, str]:
     return {rid: r["completions"][0] for rid, r in read_responses(path).items()}
 
 
-def _matched(mine: dict, theirs: dict, path: Path, ref_path: Path) -> list[str]:
-    for rid in mine:
-        if rid not in theirs:
-            raise ValueError(f"{ref_path}: no id {rid!r} (present in {path})")
-    for rid in theirs:
-        if rid not in mine:
-            raise ValueError(f"{path}: no id {rid!r} (present in {ref_path})")
-    return list(theirs)
-
-
 def response_tables(
     stages: Sequence[Stage],
     base_eval_dir: Path,
@@ -311,7 +301,12 @@ def response_tables(
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(per item, summary): each stage's first completion per item against the base's, for every
     benchmark. cosine is NaN without an embedder."""
-    from cptlab.drift.responses import cosine_similarity, rouge_l, summarize_similarity
+    from cptlab.drift.responses import (
+        cosine_similarity,
+        matched_ids,
+        rouge_l,
+        summarize_similarity,
+    )
     from cptlab.drift.text import tokenize
 
     base = {b: _first_completions(base_eval_dir / f"{b}.responses.jsonl") for b in benchmarks}
@@ -327,7 +322,7 @@ def response_tables(
     for stage in stages:
         for b in benchmarks:
             ref, mine = base[b], trained[(stage.k, b)]
-            ids = _matched(
+            ids = matched_ids(
                 mine,
                 ref,
                 stage.eval_dir / f"{b}.responses.jsonl",
