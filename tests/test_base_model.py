@@ -70,6 +70,36 @@ def test_reprompt_share_sets_the_teacher_form_share():
     assert 0.27 < long / 2000 < 0.33
 
 
+def test_split_digits_spells_a_number_the_same_in_any_context():
+    texts = ["Compute 17 - 3. What is 17 - 3? \\boxed{14}"] * 50
+    tokenizer = train_tokenizer(texts, vocab_size=400, split_words=False, split_digits=True)
+    pieces = lambda text: [tokenizer.decode([i]) for i in tokenizer(text)["input_ids"]]  # noqa: E731
+    assert [p for p in pieces("What is 17 - 3?") if p.strip().isdigit()] == ["1", "7", "3"]
+    assert [p for p in pieces("\\boxed{14}") if p.strip().isdigit()] == ["1", "4"]
+    assert tokenizer.decode(tokenizer("Compute 17 - 3.")["input_ids"]) == "Compute 17 - 3."
+    merged = train_tokenizer(texts, vocab_size=400, split_words=False)
+    assert any(
+        any(c.isdigit() for c in p) and len(p.strip()) > 1
+        for p in [merged.decode([i]) for i in merged("What is 17 - 3?")["input_ids"]]
+    )
+
+
+def test_domain_reprompt_share_overrides_the_share_per_domain():
+    tokenizer = train_tokenizer(["hello world"] * 10, vocab_size=300)
+    rows = [
+        {"domain": d, "prompt": [{"role": "user", "content": "q"}], "metadata": {"solution": "s"}}
+        for d in ("math", "tool")
+        for _ in range(1000)
+    ]
+    examples = warmup_examples(
+        tokenizer, rows, reprompt_share=0.2, seed=0, domain_reprompt_share={"tool": 0.8}
+    )
+    short = min(len(ids) for ids, _ in examples)
+    share = lambda part: sum(len(ids) > short for ids, _ in part) / len(part)  # noqa: E731
+    assert 0.16 < share(examples[:1000]) < 0.24
+    assert 0.76 < share(examples[1000:]) < 0.84
+
+
 def _rows(n: int) -> list[dict]:
     return [
         {

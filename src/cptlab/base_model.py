@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import random
 import time
 from pathlib import Path
@@ -47,8 +48,10 @@ def warmup_examples(
     seed: int,
     counterfactual_share: float = 0.0,
     off_format_share: float = 0.0,
+    domain_reprompt_share: dict[str, float] | None = None,
 ):
-    """Encoded (ids, labels) for the warm-up rows; a `reprompt_share` of them in teacher form.
+    """Encoded (ids, labels) for the warm-up rows; a `reprompt_share` of them in teacher form
+    (`domain_reprompt_share[domain]` for the domains it names).
 
     The demonstration is the row's own gold solution, except in a `counterfactual_share` of the
     teacher-form rows: there it is the solution of another warm-up row of the same domain and
@@ -73,7 +76,8 @@ def warmup_examples(
         prompt = row["prompt"]
         if row["metadata"].get("off_format") and rng.random() < off_format_share:
             solution = row["metadata"]["off_format"]
-        if rng.random() < reprompt_share:
+        share = (domain_reprompt_share or {}).get(row.get("domain"), reprompt_share)
+        if rng.random() < share:
             if rng.random() < counterfactual_share:
                 solution = rng.choice(by_form[_form_of(row)])
             prompt = teacher_messages(prompt, demonstration=solution)
@@ -174,16 +178,29 @@ def build_base(
     ]
     texts = [render(r["prompt"]) + r["metadata"]["solution"] for r in warmup_rows]
     tokenizer = train_tokenizer(
-        texts, spec["tokenizer"]["vocab_size"], spec["tokenizer"].get("split_words", True)
+        texts,
+        spec["tokenizer"]["vocab_size"],
+        spec["tokenizer"].get("split_words", True),
+        spec["tokenizer"].get("split_digits", False),
     )
-    examples = warmup_examples(
-        tokenizer,
-        warmup_rows,
-        spec["warmup"]["reprompt_share"],
-        seed,
-        spec["warmup"].get("counterfactual_share", 0.0),
-        spec["warmup"].get("off_format_share", 0.0),
-    )
+    # Each pass over the rows draws their forms anew (plain or teacher, gold or counterfactual
+    # demonstration), so every item is met both plain and as a teacher prompt: with one draw
+    # for the whole warm-up, an item drawn in teacher form was never answered plainly.
+    sft = spec["sft"]
+    passes = math.ceil(sft["steps"] * sft["batch_size"] / max(len(warmup_rows), 1))
+    examples = [
+        example
+        for p in range(passes)
+        for example in warmup_examples(
+            tokenizer,
+            warmup_rows,
+            spec["warmup"]["reprompt_share"],
+            seed + p,
+            spec["warmup"].get("counterfactual_share", 0.0),
+            spec["warmup"].get("off_format_share", 0.0),
+            spec["warmup"].get("domain_reprompt_share"),
+        )
+    ]
     too_long = max(len(ids) for ids, _ in examples)
     if too_long > spec["model"]["max_positions"]:
         raise ValueError(
@@ -231,6 +248,7 @@ def build_base(
         "seed": seed,
         "parameters": count_parameters(model),
         "vocab_size": len(tokenizer),
+        "warmup_rows": len(warmup_rows),
         "warmup_examples": len(examples),
         "final_warmup_loss": curve[-1]["loss"],
         "measurements": results,

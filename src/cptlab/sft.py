@@ -47,6 +47,19 @@ def _collate(examples, pad_id: int) -> dict[str, torch.Tensor]:
     return {"input_ids": input_ids, "labels": labels, "attention_mask": attention}
 
 
+def completion_loss(model: PreTrainedModel, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Mean next-token cross-entropy over the labelled (completion) tokens, as the model's own
+    `labels` loss computes it, but with the output layer applied only where a label is kept:
+    prompts are most of the tokens, and the vocabulary projection is a quarter of the model."""
+    hidden = model.model(
+        input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]
+    ).last_hidden_state
+    targets = batch["labels"][:, 1:]
+    kept = targets != -100
+    logits = model.lm_head(hidden[:, :-1][kept])
+    return torch.nn.functional.cross_entropy(logits.float(), targets[kept])
+
+
 def length_bucketed_batches(
     lengths: list[int], batch_size: int, generator: torch.Generator, bucket: int = 16
 ):
@@ -101,7 +114,7 @@ def train_sft(
         batch = _collate([examples[i] for i in next(batches)], pad_id)
         for group in optimizer.param_groups:
             group["lr"] = lr_at(step)
-        loss = model(**batch).loss
+        loss = completion_loss(model, batch)
         if not torch.isfinite(loss):
             raise FloatingPointError(f"SFT warm-up: non-finite loss {loss.item()} at step {step}")
         optimizer.zero_grad(set_to_none=True)

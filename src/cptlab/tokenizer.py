@@ -11,7 +11,7 @@ from cptlab.chat import BOS, CHAT_TEMPLATE, IM_END, PAD, SPECIAL_TOKENS
 
 
 def train_tokenizer(
-    texts: Iterable[str], vocab_size: int, split_words: bool = True
+    texts: Iterable[str], vocab_size: int, split_words: bool = True, split_digits: bool = False
 ) -> PreTrainedTokenizerFast:
     """Train a byte-level BPE on `texts`; deterministic for the same texts and settings.
 
@@ -19,10 +19,18 @@ def train_tokenizer(
     punctuation: frequent format strings become single tokens (`", "city": "`, `\\boxed{`).
     For the embedded testbed that halves sequence lengths, and a value in a tool call or a
     program then follows a token that names its key, so a one-token induction head can copy
-    it from SDPO's demonstration (with word splitting every value follows the same ` "`)."""
+    it from SDPO's demonstration (with word splitting every value follows the same ` "`).
+
+    `split_digits=True` makes every digit its own token, as Qwen's tokenizer does. Without it,
+    merges glue operands to their neighbours (`" - 7?"`, `" - 7."`), so the same sum is spelled
+    with different tokens in different phrasings and what the model learns of it in one phrasing
+    does not carry to another."""
     tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(
-        add_prefix_space=False, use_regex=split_words
+    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=split_words)
+    tokenizer.pre_tokenizer = (
+        pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level])
+        if split_digits
+        else byte_level
     )
     tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
