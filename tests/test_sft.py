@@ -1,9 +1,9 @@
 """The supervised warm-up's loss: the model's own labels loss, computed on fewer logits."""
 
 import torch
+from tiny_models import tiny_qwen2
 
 from cptlab.sft import _collate, completion_loss
-from tiny_models import tiny_qwen2
 
 
 def test_completion_loss_equals_the_models_labels_loss():
