@@ -32,8 +32,8 @@ test-slow: setup
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -q -m slow
 
 lint: setup
-	$(BIN)/ruff check src tests bench
-	$(BIN)/ruff format --check src tests bench
+	$(BIN)/ruff check src tests bench diagnostics
+	$(BIN)/ruff format --check src tests bench diagnostics
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/snakemake --lint
 
 clean:

@@ -1,0 +1,79 @@
+"""Where SDPO's sampled-token signal points: for each prompt, `--rollouts` student samples at
+temperature 1; each rollout with a successful sibling gets that sibling as its demonstration
+(TRL's rule: never its own), and every completion token gets
+
+    log p_teacher(token) - log p_student(token)
+
+(teacher = the same model on SDPO's reprompt). Sampled-token reverse KL raises a token's
+probability where this is positive and lowers it where it is negative. Printed separately for
+successful and failed rollouts, and for digit tokens (the answer, in math) and the others.
+
+    .venv/bin/python diagnostics/sdpo_signal.py --checkpoint results/embedded/base \
+        --benchmark results/embedded/data/math_id.jsonl --prompts 60
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+
+import torch
+
+from cptlab.chat import IM_END, render
+from cptlab.evaluate import load_checkpoint
+from cptlab.generation import Sampling, generate
+from cptlab.metrics import score_completions
+from cptlab.reprompt import teacher_messages
+from cptlab.rows import read_jsonl
+
+
+def token_logps(model, tokenizer, prompt_text: str, completion: str):
+    prompt = tokenizer.encode(prompt_text, add_special_tokens=False)
+    tokens = tokenizer.encode(completion + IM_END, add_special_tokens=False)
+    with torch.no_grad():
+        logits = model(torch.tensor([prompt + tokens])).logits[0, len(prompt) - 1 : -1]
+    logps = torch.log_softmax(logits.float(), -1).gather(1, torch.tensor(tokens)[:, None])[:, 0]
+    return logps, [tokenizer.decode([t]) for t in tokens]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--checkpoint", required=True)
+    parser.add_argument("--benchmark", required=True, help="a canonical-rows .jsonl file")
+    parser.add_argument("--prompts", type=int, default=60)
+    parser.add_argument("--rollouts", type=int, default=8)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    model, tokenizer = load_checkpoint(args.checkpoint)
+    rows = read_jsonl(args.benchmark)[: args.prompts]
+    sampling = Sampling(n=args.rollouts, temperature=1.0, max_new_tokens=64)
+    completions = generate(model, tokenizer, [r["prompt"] for r in rows], sampling)
+    verdicts = score_completions(rows, completions)
+
+    signal: dict[tuple[str, str], list[float]] = {}
+    for row, group, scored in zip(rows, completions, verdicts, strict=True):
+        success = [v.reward >= 1.0 for v in scored]
+        for i, completion in enumerate(group):
+            sibling = next((j for j, ok in enumerate(success) if ok and j != i), None)
+            if sibling is None:
+                continue  # no demonstration: SDPO leaves this rollout out
+            student, pieces = token_logps(model, tokenizer, render(row["prompt"]), completion)
+            teacher_prompt = render(teacher_messages(row["prompt"], group[sibling]))
+            teacher, _ = token_logps(model, tokenizer, teacher_prompt, completion)
+            outcome = "successful" if success[i] else "failed"
+            for piece, gap in zip(pieces, (teacher - student).tolist(), strict=True):
+                kind = "digit" if piece.strip().lstrip("-").isdigit() else "other"
+                signal.setdefault((outcome, kind), []).append(gap)
+
+    print(f"{args.benchmark}: {len(rows)} prompts x {args.rollouts} rollouts")
+    print(f"{'rollouts':<11} {'tokens':<6} {'count':>6} {'mean':>7} {'sum':>8}")
+    for (outcome, kind), gaps in sorted(signal.items()):
+        mean, total = statistics.mean(gaps), sum(gaps)
+        print(f"{outcome:<11} {kind:<6} {len(gaps):>6} {mean:>+7.2f} {total:>+8.0f}")
+
+
+if __name__ == "__main__":
+    main()
