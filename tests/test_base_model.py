@@ -28,7 +28,7 @@ def build(config: dict, folder, out: str, threads: int) -> dict:
     if not (folder / "data").exists():
         prepare(config, folder / "data")
     path = folder / "config.yaml"
-    path.write_text(yaml.safe_dump(config))
+    path.write_text(yaml.safe_dump(config, sort_keys=False))  # key order is mixture order
     argv = [
         "build-base",
         "--config",
@@ -159,10 +159,12 @@ def test_check_bounds_flags_each_violation():
 
 @pytest.mark.slow
 def test_reduced_build_bounds(tmp_path):
-    """The embedded default's build, from scratch on two threads (opt-in: `make test-slow`,
-    ~5 minutes): every foundation bound holds. Same config and threads as the workflow's
-    build, so the same weights; the build time is in the manifest, not asserted here."""
+    """The embedded default's build from scratch on two threads, measured on its first 60
+    items per benchmark instead of 100 (opt-in: `make test-slow`, ~5 minutes): every
+    foundation bound holds. Same config and threads as the workflow's build, hence the same
+    weights; the build time is in the manifest, not asserted (shared machines are noisy)."""
     config = embedded_config()
+    config["base"]["measure"]["n"] = 60
     manifest = build(config, tmp_path, "base", threads=2)
     assert len(manifest["bounds"]) == 14
     failed = sorted(name for name, b in manifest["bounds"].items() if not b["ok"])
