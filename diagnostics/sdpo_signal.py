@@ -19,21 +19,24 @@ import statistics
 
 import torch
 
-from cptlab.chat import IM_END, render
 from cptlab.evaluate import load_checkpoint
 from cptlab.generation import Sampling, generate
 from cptlab.metrics import score_completions
 from cptlab.reprompt import teacher_messages
 from cptlab.rows import read_jsonl
+from cptlab.sft import encode_example
 
 
-def token_logps(model, tokenizer, prompt_text: str, completion: str):
-    prompt = tokenizer.encode(prompt_text, add_special_tokens=False)
-    tokens = tokenizer.encode(completion + IM_END, add_special_tokens=False)
+def token_logps(model, tokenizer, messages: list[dict], completion: str):
+    """Log-probability of each completion token (and <|im_end|>) after `messages`, with the
+    token pieces; encoded as the warm-up encodes an example."""
+    ids, labels = encode_example(tokenizer, messages, completion)
+    start = labels.count(-100)
     with torch.no_grad():
-        logits = model(torch.tensor([prompt + tokens])).logits[0, len(prompt) - 1 : -1]
-    logps = torch.log_softmax(logits.float(), -1).gather(1, torch.tensor(tokens)[:, None])[:, 0]
-    return logps, [tokenizer.decode([t]) for t in tokens]
+        logits = model(torch.tensor([ids])).logits[0, start - 1 : -1]
+    tokens = torch.tensor(ids[start:])
+    logps = torch.log_softmax(logits.float(), -1).gather(1, tokens[:, None])[:, 0]
+    return logps, [tokenizer.decode([t]) for t in ids[start:]]
 
 
 def main() -> None:
@@ -60,8 +63,8 @@ def main() -> None:
             sibling = next((j for j, ok in enumerate(success) if ok and j != i), None)
             if sibling is None:
                 continue  # no demonstration: SDPO leaves this rollout out
-            student, pieces = token_logps(model, tokenizer, render(row["prompt"]), completion)
-            teacher_prompt = render(teacher_messages(row["prompt"], group[sibling]))
+            student, pieces = token_logps(model, tokenizer, row["prompt"], completion)
+            teacher_prompt = teacher_messages(row["prompt"], group[sibling])
             teacher, _ = token_logps(model, tokenizer, teacher_prompt, completion)
             outcome = "successful" if success[i] else "failed"
             for piece, gap in zip(pieces, (teacher - student).tolist(), strict=True):

@@ -49,9 +49,12 @@ def warmup_examples(
     counterfactual_share: float = 0.0,
     off_format_share: float = 0.0,
     domain_reprompt_share: dict[str, float] | None = None,
+    passes: int = 1,
 ):
-    """Encoded (ids, labels) for the warm-up rows; a `reprompt_share` of them in teacher form
-    (`domain_reprompt_share[domain]` for the domains it names).
+    """Encoded (ids, labels) for `passes` passes over the warm-up rows; in each, a
+    `reprompt_share` of them in teacher form (`domain_reprompt_share[domain]` for the domains it
+    names). Pass p draws every row's form anew with seed + p, so every item is met both
+    answered plainly and as a teacher prompt.
 
     The demonstration is the row's own gold solution, except in a `counterfactual_share` of the
     teacher-form rows: there it is the solution of another warm-up row of the same domain and
@@ -66,22 +69,29 @@ def warmup_examples(
     does not always give them in the requested form is where RL post-training starts from;
     adopting the requested convention is something a stage can learn in tens of steps, while
     recalling more facts is not (see README, "The embedded testbed")."""
-    rng = random.Random(seed)
     by_form: dict[tuple, list[str]] = {}
     for row in rows:
         by_form.setdefault(_form_of(row), []).append(row["metadata"]["solution"])
+    overrides = domain_reprompt_share or {}
+    shares = [overrides.get(row.get("domain"), reprompt_share) for row in rows]
+    encoded: dict[tuple, tuple[list[int], list[int]]] = {}  # most pairs recur across passes
     examples = []
-    for row in rows:
-        solution = row["metadata"]["solution"]
-        prompt = row["prompt"]
-        if row["metadata"].get("off_format") and rng.random() < off_format_share:
-            solution = row["metadata"]["off_format"]
-        share = (domain_reprompt_share or {}).get(row.get("domain"), reprompt_share)
-        if rng.random() < share:
-            if rng.random() < counterfactual_share:
+    for p in range(passes):
+        rng = random.Random(seed + p)
+        for i, (row, share) in enumerate(zip(rows, shares, strict=True)):
+            solution = row["metadata"]["solution"]
+            if row["metadata"].get("off_format") and rng.random() < off_format_share:
+                solution = row["metadata"]["off_format"]
+            teacher = rng.random() < share
+            if teacher and rng.random() < counterfactual_share:
                 solution = rng.choice(by_form[_form_of(row)])
-            prompt = teacher_messages(prompt, demonstration=solution)
-        examples.append(encode_example(tokenizer, prompt, solution))
+            key = (i, teacher, solution)
+            if key not in encoded:
+                prompt = row["prompt"]
+                if teacher:
+                    prompt = teacher_messages(prompt, demonstration=solution)
+                encoded[key] = encode_example(tokenizer, prompt, solution)
+            examples.append(encoded[key])
     return examples
 
 
@@ -183,24 +193,17 @@ def build_base(
         spec["tokenizer"].get("split_words", True),
         spec["tokenizer"].get("split_digits", False),
     )
-    # Each pass over the rows draws their forms anew (plain or teacher, gold or counterfactual
-    # demonstration), so every item is met both plain and as a teacher prompt: with one draw
-    # for the whole warm-up, an item drawn in teacher form was never answered plainly.
     sft = spec["sft"]
-    passes = math.ceil(sft["steps"] * sft["batch_size"] / max(len(warmup_rows), 1))
-    examples = [
-        example
-        for p in range(passes)
-        for example in warmup_examples(
-            tokenizer,
-            warmup_rows,
-            spec["warmup"]["reprompt_share"],
-            seed + p,
-            spec["warmup"].get("counterfactual_share", 0.0),
-            spec["warmup"].get("off_format_share", 0.0),
-            spec["warmup"].get("domain_reprompt_share"),
-        )
-    ]
+    examples = warmup_examples(
+        tokenizer,
+        warmup_rows,
+        spec["warmup"]["reprompt_share"],
+        seed,
+        spec["warmup"].get("counterfactual_share", 0.0),
+        spec["warmup"].get("off_format_share", 0.0),
+        spec["warmup"].get("domain_reprompt_share"),
+        passes=math.ceil(sft["steps"] * sft["batch_size"] / max(len(warmup_rows), 1)),
+    )
     too_long = max(len(ids) for ids, _ in examples)
     if too_long > spec["model"]["max_positions"]:
         raise ValueError(
