@@ -7,8 +7,10 @@
 Every method trains `--steps` steps from the same start with the same seed, prompts and
 generation settings; methods run round-robin for `--rounds` rounds and the median step time
 (after `--skip` warm-up steps of each run) is reported with the SDPO/GRPO ratio. The KL probe
-and checkpoints are off: this times the trainers. `sdpo_frozen_trl` is SDPO_0 through TRL's
-own loss path (`skip_inactive_rows: false`), i.e. TRL as shipped plus cptlab's logging.
+and checkpoints are off: this times the trainers. The methods are config/config.yaml's entries;
+`sdpo_frozen_trl` is SDPO_0 with TRL's default loss (sampled-token reverse KL) and
+`sdpo_frozen_trlpath` is the default SDPO_0 through TRL's own loss path
+(`skip_inactive_rows: false`), i.e. TRL as shipped plus cptlab's logging.
 
 In the tiny world the `tiny_parity` verifier makes about half of the rollouts succeed, so
 almost every rollout gets a teacher reprompt (SDPO's worst case for cost); with a real base
@@ -33,17 +35,22 @@ os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 import torch  # noqa: E402
 import transformers  # noqa: E402
 
+from cptlab.config import load_config  # noqa: E402
 from cptlab.rows import read_jsonl  # noqa: E402
 from cptlab.train.spec import resolve_stage  # noqa: E402
 from cptlab.train.stage import build_trainer  # noqa: E402
 from cptlab.train.testing import tiny_config, tiny_world  # noqa: E402
 
+# The embedded default's method entries (config/config.yaml: every SDPO method shares its
+# full-logit forward-KL loss), plus TRL's default loss and TRL's own loss path for comparison.
+PROJECT_METHODS = load_config(Path(__file__).resolve().parents[1] / "config" / "config.yaml")[
+    "methods"
+]
 METHODS = {
-    "grpo": {"trainer": "grpo"},
-    "sdpo_frozen": {"trainer": "sdpo", "teacher": "frozen"},
-    "sdpo_ema5": {"trainer": "sdpo", "teacher": "ema", "ema_rate": 0.05},
-    "sdpo_frozen_cot": {"trainer": "sdpo", "teacher": "frozen", "keep_thinking": True},
-    "sdpo_frozen_trl": {"trainer": "sdpo", "teacher": "frozen", "skip_inactive_rows": False},
+    **{name: PROJECT_METHODS[name] for name in ("grpo", "sdpo_frozen", "sdpo_ema5")},
+    "sdpo_frozen_cot": PROJECT_METHODS["sdpo_frozen_cot"],
+    "sdpo_frozen_trl": PROJECT_METHODS["sdpo_frozen_trl"],
+    "sdpo_frozen_trlpath": {**PROJECT_METHODS["sdpo_frozen"], "skip_inactive_rows": False},
 }
 
 

@@ -119,6 +119,31 @@ def test_reward_never_raises_and_counts_reasons():
     assert reward.take_step_stats()["n"] == 0  # reset after each step
 
 
+def test_reward_scores_each_distinct_completion_once(monkeypatch):
+    import cptlab.train.rewards as rewards_module
+
+    calls = []
+
+    def counting_score(verifier, text, row):
+        calls.append((text, row["id"]))
+        return rewards_module.Verdict(float(text == row["answer"]), None, None)
+
+    monkeypatch.setattr(rewards_module, "score", counting_score)
+    rows = tiny_rows(2)
+    texts = [rows[0]["answer"], "x", rows[0]["answer"], rows[1]["answer"], "x"]
+    row_index = [0, 0, 0, 1, 1]
+    reward = VerifierReward(rows)
+    completions = [[{"role": "assistant", "content": t}] for t in texts]
+    got = reward(prompts=[None] * 5, completions=completions, row_index=row_index)
+    want = [float(t == rows[i]["answer"]) for t, i in zip(texts, row_index, strict=True)]
+    assert got == want and len(reward.last_verdicts) == 5
+    # (answer, row 0) and ("x", row 0) repeat; "x" on row 1 is another row's question
+    assert sorted(calls) == sorted(
+        {(t, rows[i]["id"]) for t, i in zip(texts, row_index, strict=True)}
+    )
+    assert len(calls) == 4
+
+
 def test_collapse_statistics():
     texts = ["\\boxed{1} \\boxed{1} \\boxed{1}", "\\boxed{1} \\boxed{1} \\boxed{1}", "x \\boxed{2}"]
     ids = [[1, 2, 1, 2, 1, 2], [1, 2, 1, 2, 1, 2], [5, 6, 7]]

@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cptlab.verifiers import score
+from cptlab.sandbox import run_python
+from cptlab.verifiers import code, score
 from cptlab.verifiers.code import extract_code, limits_for
 
 ADD_TESTS = [
@@ -158,6 +159,24 @@ def test_unit_tests_wrong(completion: str, in_feedback: str) -> None:
     verdict = unit(completion)
     assert_wrong(verdict)
     assert in_feedback in verdict.feedback
+
+
+def test_unit_tests_syntax_error_needs_no_sandbox(monkeypatch) -> None:
+    source = "def add(a, b)\n    return a + b\n"
+    row = unit_row()
+    tests = row["metadata"]["tests"]
+    program = code._HARNESS % {"source": source, "tests": list(tests)}
+    result = run_python(program, env={"CPTLAB_NONCE": "N" * 32}, limits=code.limits_for(row))
+    line = next(ln for ln in result.stdout.splitlines() if ln.startswith("N" * 32))
+    load_error, _ = code._read_report(line[32:], len(tests))
+
+    def no_sandbox(*args, **kwargs):
+        raise AssertionError("the sandbox ran a program that does not compile")
+
+    monkeypatch.setattr(code, "run_python", no_sandbox)
+    verdict = unit(source, row)
+    assert_wrong(verdict)
+    assert verdict.feedback == f"The code does not run: {load_error}"  # the harness's words
 
 
 def test_unit_tests_timeout_and_memory() -> None:

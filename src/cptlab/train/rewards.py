@@ -61,12 +61,19 @@ class VerifierReward:
         self, prompts: list, completions: list, row_index: list[int], **kwargs: Any
     ) -> list[float]:
         texts = [completion_text(c) for c in completions]
-        rows = [self.rows[int(i)] for i in row_index]
-        if self.workers > 1 and len(texts) > 1:
+        keys = [(text, int(i)) for text, i in zip(texts, row_index, strict=True)]
+        # A group repeats completions, more so as the policy sharpens: each distinct
+        # (completion, row) is scored once (a code-sandbox run costs tens of milliseconds).
+        unique = list(dict.fromkeys(keys))
+        rows = [self.rows[i] for _, i in unique]
+        unique_texts = [text for text, _ in unique]
+        if self.workers > 1 and len(unique) > 1:
             with ThreadPoolExecutor(self.workers) as pool:
-                verdicts = list(pool.map(self._score_one, texts, rows))
+                scored = list(pool.map(self._score_one, unique_texts, rows))
         else:
-            verdicts = [self._score_one(t, r) for t, r in zip(texts, rows, strict=True)]
+            scored = [self._score_one(t, r) for t, r in zip(unique_texts, rows, strict=True)]
+        by_key = dict(zip(unique, scored, strict=True))
+        verdicts = [by_key[key] for key in keys]
         self.last_verdicts = verdicts
         self.last_texts = texts
         self._pending.extend(verdicts)

@@ -109,6 +109,14 @@ def python_unit_tests(completion: str, row: dict) -> Verdict:
     source = extract_code(completion)
     if not source:
         return malformed("no code in the completion", "No code was found.")
+    # A program that does not compile fails in the harness with this same feedback; the check
+    # spares a sandbox run (a quarter of the base model's code answers do not compile).
+    try:
+        compile(source, "solution.py", "exec")
+    except SyntaxError as err:
+        return wrong(f"The code does not run: SyntaxError: {str(err)[:200]}")
+    except (ValueError, MemoryError, RecursionError):
+        pass  # let the sandbox run it and report
     tests = row["metadata"]["tests"]
     nonce = secrets.token_hex(16)
     program = _HARNESS % {"source": source, "tests": list(tests)}
