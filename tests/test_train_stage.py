@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 
 import pytest
 import torch
 from safetensors.torch import load_file
 from transformers import TrainerCallback
 
+import cptlab.train.stage as stage_module
 from cptlab.io import read_manifest
 from cptlab.train import CollapseError, NonFiniteError, train_stage
 from cptlab.train.grpo import CptGRPOTrainer
@@ -119,6 +121,25 @@ def test_resume_after_kill_ends_with_the_same_weights(world, method):
     assert [r["step"] for r in logs[1]] == [1, 2, 3, 4, 5]
     for x, y in zip(*logs, strict=True):
         assert x["loss"] == y["loss"] and x["verifier/reward_mean"] == y["verifier/reward_mean"]
+
+
+def test_rerun_after_the_last_checkpoint_trains_no_further(world):
+    whole = run(world, "after-last")  # 4 steps, checkpoints at 2 and 4
+    shutil.rmtree(world["dir"] / "after-last" / "out")  # killed before the manifest was written
+    again = run(world, "after-last")
+    assert again["resumed_from"] == "checkpoint-4" and again["steps_done"] == 4
+    assert again["weights_sha256"] == whole["weights_sha256"]
+    assert not (world["dir"] / "after-last" / "state" / "checkpoint-5").exists()
+    log = (world["dir"] / "after-last" / "out" / "train_log.jsonl").read_text().splitlines()
+    assert [json.loads(line)["step"] for line in log] == [1, 2, 3, 4]
+
+
+def test_state_written_by_other_code_is_not_resumed(world, monkeypatch):
+    run(world, "other-code")
+    shutil.rmtree(world["dir"] / "other-code" / "out")
+    monkeypatch.setattr(stage_module, "code_digest", lambda: "another version of cptlab")
+    again = run(world, "other-code")
+    assert again["resumed_from"] is None and again["steps_done"] == 4
 
 
 def test_collapse_stop_keeps_the_last_good_checkpoint(world):

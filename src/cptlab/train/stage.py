@@ -17,6 +17,7 @@ import os
 import random
 import shutil
 import time
+from functools import cache
 from pathlib import Path
 
 import torch
@@ -36,7 +37,7 @@ from cptlab.train.probe import KLProbe
 from cptlab.train.rewards import VerifierReward, check_verifiers
 from cptlab.train.sdpo import TEACHER_STATE, CptSDPOConfig, CptSDPOTrainer, sdpo_args
 from cptlab.train.spec import ANCHOR_BASE, ANCHOR_STAGE_START, StageSettings, resolve_stage
-from cptlab.train.state import LOG, checkpoints, prepare_state, read_log
+from cptlab.train.state import LOG, checkpoint_step, checkpoints, prepare_state, read_log
 
 log = logging.getLogger(__name__)
 
@@ -224,7 +225,22 @@ def _fingerprint(settings, seed, start, anchor_path, data_file: Path) -> dict:
         "start_manifest": _file_digest(Path(start) / "manifest.json"),
         "anchor": anchor_path,
         "data": hashlib.sha256(data_file.read_bytes()).hexdigest(),
+        # State written by other code or libraries is not resumed: a rerun after a code change
+        # (Snakemake reruns the job) would otherwise continue the old run's checkpoints.
+        "code": code_digest(),
+        "versions": _versions(),
     }
+
+
+@cache
+def code_digest() -> str:
+    """sha256 of the cptlab package's Python sources."""
+    root = Path(__file__).resolve().parents[1]
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        digest.update(str(path.relative_to(root)).encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
 
 
 def _file_digest(path: Path) -> str | None:
@@ -334,13 +350,21 @@ def train_stage(
         log.info("resuming %s/%s from %s", method, domain, resume)
 
     trainer = build_trainer(settings, kept, start, state_dir, seed, anchor_path, callbacks)
+    # Killed after the last checkpoint but before the manifest: nothing is left to train, and
+    # HF's Trainer resumed at max_steps would run one step more.
+    finished = resume is not None and checkpoint_step(resume) >= settings.steps
     train_started = time.perf_counter()
-    trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+    if not finished:
+        trainer.train(resume_from_checkpoint=str(resume) if resume else None)
     train_seconds = time.perf_counter() - train_started
     stopped = trainer.recorder.stopped
+    steps_done = checkpoint_step(resume) if finished else trainer.state.global_step
 
-    weights_step = trainer.state.global_step
-    if stopped is None:
+    weights_step = steps_done
+    if finished:
+        if state.is_main_process:
+            export_weights(resume, out)
+    elif stopped is None:
         trainer.save_model(str(out))
     elif state.is_main_process:
         good = [s for s in checkpoints(state_dir, required) if s <= stopped["last_ok_step"]]
@@ -366,7 +390,7 @@ def train_stage(
         "anchor": anchor_path,
         "teacher": getattr(trainer, "teacher_anchor", None),
         "steps": settings.steps,
-        "steps_done": trainer.state.global_step,
+        "steps_done": steps_done,
         "weights_step": weights_step,
         "resumed_from": resume.name if resume else None,
         "prompts": {"rows": len(rows), "used": len(kept)},

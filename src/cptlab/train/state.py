@@ -40,6 +40,14 @@ def checkpoints(state_dir: Path, required: tuple[str, ...] = ()) -> dict[int, Pa
     return dict(sorted(found.items()))
 
 
+def checkpoint_step(path: Path) -> int:
+    """The optimizer step of a `checkpoint-<step>` folder."""
+    match = _CHECKPOINT.match(Path(path).name)
+    if match is None:
+        raise ValueError(f"{path}: not a trainer checkpoint folder")
+    return int(match.group(1))
+
+
 def prepare_state(
     state_dir: Path, fingerprint: dict, required: tuple[str, ...] = ()
 ) -> Path | None:
