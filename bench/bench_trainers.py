@@ -47,11 +47,10 @@ PROJECT_METHODS = load_config(Path(__file__).resolve().parents[1] / "config" / "
     "methods"
 ]
 METHODS = {
-    **{name: PROJECT_METHODS[name] for name in ("grpo", "sdpo_frozen", "sdpo_ema5")},
-    "sdpo_frozen_cot": PROJECT_METHODS["sdpo_frozen_cot"],
-    "sdpo_frozen_trl": PROJECT_METHODS["sdpo_frozen_trl"],
-    "sdpo_frozen_trlpath": {**PROJECT_METHODS["sdpo_frozen"], "skip_inactive_rows": False},
+    name: PROJECT_METHODS[name]
+    for name in ("grpo", "sdpo_frozen", "sdpo_ema5", "sdpo_frozen_cot", "sdpo_frozen_trl")
 }
+METHODS["sdpo_frozen_trlpath"] = {**METHODS["sdpo_frozen"], "skip_inactive_rows": False}
 
 
 def parse() -> argparse.Namespace:

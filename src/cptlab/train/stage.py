@@ -352,13 +352,14 @@ def train_stage(
     trainer = build_trainer(settings, kept, start, state_dir, seed, anchor_path, callbacks)
     # Killed after the last checkpoint but before the manifest: nothing is left to train, and
     # HF's Trainer resumed at max_steps would run one step more.
-    finished = resume is not None and checkpoint_step(resume) >= settings.steps
+    resume_step = checkpoint_step(resume) if resume else 0
+    finished = resume is not None and resume_step >= settings.steps
     train_started = time.perf_counter()
     if not finished:
         trainer.train(resume_from_checkpoint=str(resume) if resume else None)
     train_seconds = time.perf_counter() - train_started
     stopped = trainer.recorder.stopped
-    steps_done = checkpoint_step(resume) if finished else trainer.state.global_step
+    steps_done = resume_step if finished else trainer.state.global_step
 
     weights_step = steps_done
     if finished:
