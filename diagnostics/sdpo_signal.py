@@ -8,6 +8,12 @@ temperature 1; each rollout with a successful sibling gets that sibling as its d
 probability where this is positive and lowers it where it is negative. Printed separately for
 successful and failed rollouts, and for digit tokens (the answer, in math) and the others.
 
+A second table gives, for the same tokens, the full-logit divergences the `full_logits` mode
+minimises: forward KL(teacher || student) (distillation_alpha 0) and the Jensen-Shannon
+divergence (alpha 0.5), each as mean, max and share of the batch's total. Forward KL is
+unbounded, so a few positions where the teacher is sure of a token the student gives ~0 carry
+much of the total; JSD is at most log 2 per token.
+
     .venv/bin/python diagnostics/sdpo_signal.py --checkpoint results/embedded/base \
         --benchmark results/embedded/data/math_id.jsonl --prompts 60
 """
@@ -28,15 +34,27 @@ from cptlab.sft import encode_example
 
 
 def token_logps(model, tokenizer, messages: list[dict], completion: str):
-    """Log-probability of each completion token (and <|im_end|>) after `messages`, with the
-    token pieces; encoded as the warm-up encodes an example."""
+    """Log-probability of each completion token (and <|im_end|>) after `messages`, the full
+    next-token log-distributions at those positions, and the token pieces; encoded as the
+    warm-up encodes an example."""
     ids, labels = encode_example(tokenizer, messages, completion)
     start = labels.count(-100)
     with torch.no_grad():
         logits = model(torch.tensor([ids])).logits[0, start - 1 : -1]
     tokens = torch.tensor(ids[start:])
-    logps = torch.log_softmax(logits.float(), -1).gather(1, tokens[:, None])[:, 0]
-    return logps, [tokenizer.decode([t]) for t in ids[start:]]
+    distributions = torch.log_softmax(logits.float(), -1)
+    logps = distributions.gather(1, tokens[:, None])[:, 0]
+    return logps, distributions, [tokenizer.decode([t]) for t in ids[start:]]
+
+
+def divergences(teacher: torch.Tensor, student: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Per-position forward KL(teacher || student) and Jensen-Shannon divergence of two rows of
+    log-distributions."""
+    forward = (teacher.exp() * (teacher - student)).sum(-1)
+    mixture = torch.logsumexp(torch.stack([teacher, student]), 0) - torch.log(torch.tensor(2.0))
+    jsd = 0.5 * (teacher.exp() * (teacher - mixture)).sum(-1)
+    jsd = jsd + 0.5 * (student.exp() * (student - mixture)).sum(-1)
+    return {"forward KL": forward, "JSD": jsd}
 
 
 def main() -> None:
@@ -57,25 +75,36 @@ def main() -> None:
     verdicts = score_completions(rows, completions)
 
     signal: dict[tuple[str, str], list[float]] = {}
+    divergence: dict[str, dict[tuple[str, str], list[float]]] = {"forward KL": {}, "JSD": {}}
     for row, group, scored in zip(rows, completions, verdicts, strict=True):
         success = [v.reward >= 1.0 for v in scored]
         for i, completion in enumerate(group):
             sibling = next((j for j, ok in enumerate(success) if ok and j != i), None)
             if sibling is None:
                 continue  # no demonstration: SDPO leaves this rollout out
-            student, pieces = token_logps(model, tokenizer, row["prompt"], completion)
+            student, student_rows, pieces = token_logps(model, tokenizer, row["prompt"], completion)
             teacher_prompt = teacher_messages(row["prompt"], group[sibling])
-            teacher, _ = token_logps(model, tokenizer, teacher_prompt, completion)
+            teacher, teacher_rows, _ = token_logps(model, tokenizer, teacher_prompt, completion)
             outcome = "successful" if success[i] else "failed"
-            for piece, gap in zip(pieces, (teacher - student).tolist(), strict=True):
-                kind = "digit" if piece.strip().lstrip("-").isdigit() else "other"
+            kinds = ["digit" if p.strip().lstrip("-").isdigit() else "other" for p in pieces]
+            for kind, gap in zip(kinds, (teacher - student).tolist(), strict=True):
                 signal.setdefault((outcome, kind), []).append(gap)
+            for name, values in divergences(teacher_rows, student_rows).items():
+                for kind, value in zip(kinds, values.tolist(), strict=True):
+                    divergence[name].setdefault((outcome, kind), []).append(value)
 
     print(f"{args.benchmark}: {len(rows)} prompts x {args.rollouts} rollouts")
     print(f"{'rollouts':<11} {'tokens':<6} {'count':>6} {'mean':>7} {'sum':>8}")
     for (outcome, kind), gaps in sorted(signal.items()):
         mean, total = statistics.mean(gaps), sum(gaps)
         print(f"{outcome:<11} {kind:<6} {len(gaps):>6} {mean:>+7.2f} {total:>+8.0f}")
+    for name, table in divergence.items():
+        grand = sum(sum(values) for values in table.values())
+        print(f"\n{name} per token (full logits)")
+        print(f"{'rollouts':<11} {'tokens':<6} {'mean':>7} {'max':>7} {'share':>6}")
+        for (outcome, kind), values in sorted(table.items()):
+            mean, top, share = statistics.mean(values), max(values), sum(values) / grand
+            print(f"{outcome:<11} {kind:<6} {mean:>7.3f} {top:>7.2f} {share:>6.2f}")
 
 
 if __name__ == "__main__":

@@ -110,7 +110,7 @@ def test_pretrain_rows_carry_their_forms_verifier():
 
 def test_too_many_rows_for_the_item_space_is_a_clear_error():
     with pytest.raises(ValueError, match="item space of this domain is too small"):
-        load_benchmark("math_id", n=10**4, seed=0)
+        load_benchmark("science_id", n=10**4, seed=0)
 
 
 def test_prepare_data_cli_writes_valid_rows(tmp_path):

@@ -1,13 +1,16 @@
-"""Synthetic math: integer arithmetic, final answer in \\boxed{}.
+"""Synthetic math: ordering numbers, final answer in \\boxed{}.
 
-id form:  two operands in 0..10, in one of several phrasings ("Compute 7 + 8.")
-          -- like AIME for the study
-ood form: three operands, a longer and harder expression -- the MATH-500 kind of shift
+id form:  the largest or smallest of three 2-digit numbers, in one of several phrasings
+          ("What is the largest of 47, 38 and 52?") -- like AIME for the study
+ood form: the same question over five numbers -- a longer problem of the same kind, the
+          MATH-500 kind of shift
 
-Like the science facts, the arithmetic table is world knowledge: the warm-up split holds each
-sum in some phrasings, the test split the same sums in held-out phrasings (a hash of the
-(expression, phrasing) key separates the splits), so the base recalls part of the table and RL
-can sharpen that recall, as post-training does with what a model saw in pre-training.
+The skill is a procedure, not a table: compare tens digits, then units, then copy the winner.
+The warm-up teaches it only in part, so the base answers some items right, samples the right
+operand more often than greedy picks it, and every improvement RL makes to the procedure
+carries to unseen numbers. (An earlier version asked for sums in 0..10 as recalled facts; the
+tiny base never learnt the table -- it recited 2 % of warm-up lines right -- so RL could only
+memorise the answers of its training prompts, which did not carry to held-out items.)
 """
 
 from __future__ import annotations
@@ -17,40 +20,41 @@ import random
 from cptlab.domains.embedded.common import Item, register_domain
 
 INSTRUCTION = "Put the final answer in \\boxed{}."
-# Small operands: a ~1M-parameter model learns part of this table in a few minutes of warm-up,
-# which leaves the room to learn (and to forget) that the testbed needs.
-MAX_OPERAND = 10
-PHRASINGS = (
-    "Compute {e}.",
-    "What is {e}?",
-    "Evaluate {e}.",
-    "Find the value of {e}.",
-    "Calculate {e}.",
-)
+PHRASINGS = {
+    "largest": (
+        "What is the largest of {l}?",
+        "Which number is the largest: {l}?",
+        "Find the maximum of {l}.",
+        "Give the greatest number among {l}.",
+    ),
+    "smallest": (
+        "What is the smallest of {l}?",
+        "Which number is the smallest: {l}?",
+        "Find the minimum of {l}.",
+        "Give the least number among {l}.",
+    ),
+}
 
 
 def make_item(rng: random.Random, form: str) -> Item:
-    count = 2 if form == "id" else 3
-    numbers = [rng.randint(0, MAX_OPERAND) for _ in range(count)]
-    ops = [rng.choice("+-") for _ in range(count - 1)]
-    expression = str(numbers[0])
-    for op, number in zip(ops, numbers[1:], strict=True):
-        expression += f" {op} {number}"
-    value = eval(expression)  # noqa: S307  (our own digits and +/- only)
-    phrasing = rng.choice(PHRASINGS)
-    off_format = rng.choice((f"The answer is {value}.", f"{expression} = {value}"))
+    count = 3 if form == "id" else 5
+    numbers = rng.sample(range(10, 100), count)
+    kind = rng.choice(("largest", "smallest"))
+    value = max(numbers) if kind == "largest" else min(numbers)
+    listed = ", ".join(map(str, numbers[:-1])) + f" and {numbers[-1]}"
+    phrasing = rng.choice(PHRASINGS[kind])
     return Item(
-        key=f"{expression}/{phrasing}",
-        user=f"{phrasing.format(e=expression)} {INSTRUCTION}",
+        key=f"{kind}/{listed}/{phrasing}",
+        user=f"{phrasing.format(l=listed)} {INSTRUCTION}",
         answer=str(value),
         solution=rng.choice(
             (
                 f"\\boxed{{{value}}}",
                 f"The answer is \\boxed{{{value}}}.",
-                f"{expression} = {value}, so \\boxed{{{value}}}",
+                f"The {kind} is {value}, so \\boxed{{{value}}}",
             )
         ),
-        metadata={"off_format": off_format},
+        metadata={"off_format": rng.choice((f"The answer is {value}.", f"{value}"))},
     )
 
 
@@ -59,7 +63,7 @@ register_domain(
     make_item,
     verifiers={"id": "math_boxed", "ood": "math_boxed"},
     descriptions={
-        "id": "two-operand addition/subtraction in 0..10, \\boxed{} answer",
-        "ood": "three-operand 2-digit expressions, \\boxed{} answer",
+        "id": "largest or smallest of three 2-digit numbers, \\boxed{} answer",
+        "ood": "largest or smallest of five 2-digit numbers, \\boxed{} answer",
     },
 )
