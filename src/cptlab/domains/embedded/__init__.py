@@ -2,7 +2,7 @@
 
 | domain    | train / id form            | ood form                         |
 |-----------|----------------------------|----------------------------------|
-| math      | 2-operand arithmetic       | 3-operand arithmetic             |
+| math      | largest/smallest of three  | largest/smallest of five         |
 | science   | MCQ, <answer>LETTER</answer> | same facts, \\boxed{LETTER}     |
 | tool      | ReAct call (ToolAlpaca)    | JSON call among schemas (BFCL)   |
 | code      | function + unit tests      | stdin/stdout program             |
