@@ -42,7 +42,7 @@ from cptlab.train.stage import build_trainer  # noqa: E402
 from cptlab.train.testing import tiny_config, tiny_world  # noqa: E402
 
 # The embedded default's method entries (config/config.yaml: every SDPO method shares its
-# full-logit forward-KL loss), plus TRL's default loss and TRL's own loss path for comparison.
+# full-logit loss), plus TRL's default loss and TRL's own loss path for comparison.
 PROJECT_METHODS = load_config(Path(__file__).resolve().parents[1] / "config" / "config.yaml")[
     "methods"
 ]
