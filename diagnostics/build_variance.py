@@ -64,6 +64,8 @@ def one_build(config: dict, base_seed: int, args: argparse.Namespace) -> dict:
     benchmarks = [f"{d}_pretrain" for d in config["data"]["domains"]]
     benchmarks += base_measure_benchmarks(config) + [spec["train"], spec["id"][0]]
     for name in dict.fromkeys(benchmarks):
+        if (data / f"{name}.jsonl").exists():  # a rerun resumes, like the base and runs below
+            continue
         cptlab(
             "prepare-data", "--config", str(config_file), "--benchmark", name,
             "--out", str(data / f"{name}.jsonl"), threads=1, log=logs / f"prepare_{name}.log",

@@ -25,6 +25,7 @@ import torch
 from cptlab.evaluate import load_checkpoint
 from cptlab.generation import Sampling, generate
 from cptlab.rows import read_jsonl
+from cptlab.verifiers.math import last_boxed, normalize_answer
 
 
 def operands(row: dict) -> list[str]:
@@ -32,10 +33,10 @@ def operands(row: dict) -> list[str]:
 
 
 def answer_category(row: dict, completion: str) -> str:
-    boxed = re.findall(r"\\boxed\{(-?\d+)\}", completion)
-    if not boxed:
+    boxed = last_boxed(completion)  # what the math_boxed verifier reads
+    if boxed is None:
         return "no boxed answer"
-    value, answer = boxed[-1], row["answer"]
+    value, answer = normalize_answer(boxed), row["answer"]
     if value == answer:
         return "correct"
     if value in operands(row):
