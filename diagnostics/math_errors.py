@@ -2,13 +2,15 @@
 digit once it has the first.
 
 For each checkpoint, greedy on the first `--n` items of math_id:
-- answer categories: correct; another number of the question; the answer's tens digit with
-  a wrong units digit; other numbers; no `\\boxed{}`;
-- the copy probe: the prompt, then `\\boxed{` and the answer's tens digit given (teacher
-  forcing); is the next greedy token the answer's units digit, another operand's units digit,
-  or something else? A model that finds the tens digit in the question and copies the digit
-  after it (an induction head) scores near 1; one that guesses among the operands' units
-  digits scores near 1/3.
+- answer categories: correct; the operand ranked next to the answer (the largest where the
+  second largest was asked, or the third); another number of the question; the answer's tens
+  digit with a wrong units digit; other numbers; no `\\boxed{}`;
+- the copy probe, for tokenizers that spell a number digit by digit (`max_digits_per_token: 1`;
+  with 3 a 2-digit number is one token and there is no second digit to copy): the prompt, then
+  `\\boxed{` and the answer's tens digit given (teacher forcing); is the next greedy token the
+  answer's units digit, another operand's units digit, or something else? A model that finds
+  the tens digit in the question and copies the digit after it (an induction head) scores near
+  1; one that guesses among the operands' units digits scores near 1/3.
 
     .venv/bin/python diagnostics/math_errors.py --data results/embedded/data/math_id.jsonl \
         results/embedded/base results/embedded/runs/grpo/seed0/stage1_math
@@ -39,11 +41,17 @@ def answer_category(row: dict, completion: str) -> str:
     value, answer = normalize_answer(boxed), row["answer"]
     if value == answer:
         return "correct"
-    if value in operands(row):
-        return "another operand"
+    ranked = sorted(operands(row), key=int)
+    if value in ranked:
+        distance = abs(ranked.index(value) - ranked.index(answer))
+        return "neighbouring rank" if distance == 1 else "another operand"
     if len(value) == 2 and value[0] == answer[0]:
         return "right tens, wrong units"
     return "other number"
+
+
+def spells_digits(tokenizer) -> bool:
+    return len(tokenizer("47", add_special_tokens=False)["input_ids"]) == 2
 
 
 @torch.no_grad()
@@ -77,10 +85,11 @@ def main() -> None:
             model, tokenizer, [r["prompt"] for r in rows], Sampling(n=1, temperature=0.0)
         )
         answers = Counter(answer_category(r, c[0]) for r, c in zip(rows, completions, strict=True))
-        copies = Counter(copy_probe(model, tokenizer, r) for r in rows)
         print(f"{path} ({len(rows)} items)")
         print("  greedy answers:", dict(answers.most_common()))
-        print("  copy probe:    ", dict(copies.most_common()))
+        if spells_digits(tokenizer):
+            copies = Counter(copy_probe(model, tokenizer, r) for r in rows)
+            print("  copy probe:    ", dict(copies.most_common()))
 
 
 if __name__ == "__main__":

@@ -70,16 +70,20 @@ def test_reprompt_share_sets_the_teacher_form_share():
     assert 0.27 < long / 2000 < 0.33
 
 
-def test_split_digits_spells_a_number_the_same_in_any_context():
-    texts = ["Compute 17 - 3. What is 17 - 3? \\boxed{14}"] * 50
-    tokenizer = train_tokenizer(texts, vocab_size=400, split_words=False, split_digits=True)
+@pytest.mark.parametrize("max_digits,pieces_of_17", [(1, ["1", "7"]), (3, ["17"])])
+def test_max_digits_per_token_spells_a_number_the_same_in_any_context(max_digits, pieces_of_17):
+    texts = ["Compute 17 - 3. What is 17 - 3? Is 1234 odd? \\boxed{14}"] * 50
+    tokenizer = train_tokenizer(texts, 400, split_words=False, max_digits_per_token=max_digits)
     pieces = lambda text: [tokenizer.decode([i]) for i in tokenizer(text)["input_ids"]]  # noqa: E731
-    assert [p for p in pieces("What is 17 - 3?") if p.strip().isdigit()] == ["1", "7", "3"]
-    assert [p for p in pieces("\\boxed{14}") if p.strip().isdigit()] == ["1", "4"]
+    digits = lambda text: [p for p in pieces(text) if p.strip().isdigit()]  # noqa: E731
+    assert digits("What is 17 - 3?") == [*pieces_of_17, "3"]
+    assert digits("Compute 17 - 3.") == [*pieces_of_17, "3"]
+    assert all(len(p) <= max_digits for p in digits("Is 1234 odd?"))
+    assert "".join(digits("Is 1234 odd?")) == "1234"
     assert tokenizer.decode(tokenizer("Compute 17 - 3.")["input_ids"]) == "Compute 17 - 3."
     merged = train_tokenizer(texts, vocab_size=400, split_words=False)
     assert any(
-        any(c.isdigit() for c in p) and len(p.strip()) > 1
+        any(c.isdigit() for c in p) and len(p.strip()) > 1 and not p.strip().isdigit()
         for p in [merged.decode([i]) for i in merged("What is 17 - 3?")["input_ids"]]
     )
 

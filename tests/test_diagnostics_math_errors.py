@@ -5,14 +5,16 @@ from pathlib import Path
 
 import pytest
 
+from cptlab.tokenizer import train_tokenizer
+
 SCRIPT = Path(__file__).parents[1] / "diagnostics" / "math_errors.py"
 spec = importlib.util.spec_from_file_location("math_errors", SCRIPT)
 math_errors = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(math_errors)
 
 ROW = {
-    "prompt": [{"role": "user", "content": "What is the largest of 47, 38 and 52? Put the final "
-                "answer in \\boxed{}."}],
+    "prompt": [{"role": "user", "content": "What is the second largest of 47, 38, 12, 90 and 52? "
+                "Put the final answer in \\boxed{}."}],
     "answer": "52",
 }  # fmt: skip
 
@@ -22,7 +24,9 @@ ROW = {
     [
         ("\\boxed{52}", "correct"),
         ("The answer is \\boxed{1}. The answer is \\boxed{52}.", "correct"),  # the last box counts
-        ("\\boxed{47}", "another operand"),
+        ("\\boxed{90}", "neighbouring rank"),
+        ("\\boxed{47}", "neighbouring rank"),
+        ("\\boxed{12}", "another operand"),
         ("\\boxed{57}", "right tens, wrong units"),
         ("\\boxed{93}", "other number"),
         ("52", "no boxed answer"),
@@ -33,4 +37,11 @@ def test_answer_category(completion, category):
 
 
 def test_operands_are_the_question_numbers_not_the_instruction():
-    assert math_errors.operands(ROW) == ["47", "38", "52"]
+    assert math_errors.operands(ROW) == ["47", "38", "12", "90", "52"]
+
+
+@pytest.mark.parametrize("max_digits,spelled", [(1, True), (3, False)])
+def test_copy_probe_runs_only_where_numbers_are_spelled_digit_by_digit(max_digits, spelled):
+    texts = ["What is the largest of 47, 38 and 52? \\boxed{52}"] * 50
+    tokenizer = train_tokenizer(texts, 400, split_words=False, max_digits_per_token=max_digits)
+    assert math_errors.spells_digits(tokenizer) is spelled

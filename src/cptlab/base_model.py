@@ -191,7 +191,7 @@ def build_base(
         texts,
         spec["tokenizer"]["vocab_size"],
         spec["tokenizer"].get("split_words", True),
-        spec["tokenizer"].get("split_digits", False),
+        spec["tokenizer"].get("max_digits_per_token"),
     )
     sft = spec["sft"]
     examples = warmup_examples(

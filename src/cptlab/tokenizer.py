@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
 from cptlab.chat import BOS, CHAT_TEMPLATE, IM_END, PAD, SPECIAL_TOKENS
 
 
 def train_tokenizer(
-    texts: Iterable[str], vocab_size: int, split_words: bool = True, split_digits: bool = False
+    texts: Iterable[str],
+    vocab_size: int,
+    split_words: bool = True,
+    max_digits_per_token: int | None = None,
 ) -> PreTrainedTokenizerFast:
     """Train a byte-level BPE on `texts`; deterministic for the same texts and settings.
 
@@ -21,15 +24,22 @@ def train_tokenizer(
     program then follows a token that names its key, so a one-token induction head can copy
     it from SDPO's demonstration (with word splitting every value follows the same ` "`).
 
-    `split_digits=True` makes every digit its own token, as Qwen's tokenizer does. Without it,
-    merges glue operands to their neighbours (`" - 7?"`, `" - 7."`), so the same sum is spelled
-    with different tokens in different phrasings and what the model learns of it in one phrasing
-    does not carry to another."""
+    `max_digits_per_token=n` cuts every run of digits into pieces of at most n digits before
+    BPE, so a number is spelled the same whatever surrounds it: 1 gives one token per digit (as
+    Qwen's tokenizer does), 3 keeps every number below 1000 whole (as Llama 3's does). Without
+    it, merges glue operands to their neighbours (`" - 7?"`, `" - 7."`), so the same sum is
+    spelled with different tokens in different phrasings and what the model learns of it in one
+    phrasing does not carry to another."""
     tokenizer = Tokenizer(models.BPE())
     byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=split_words)
     tokenizer.pre_tokenizer = (
-        pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level])
-        if split_digits
+        pre_tokenizers.Sequence(
+            [
+                pre_tokenizers.Split(Regex(rf"\d{{1,{max_digits_per_token}}}"), "isolated"),
+                byte_level,
+            ]
+        )
+        if max_digits_per_token
         else byte_level
     )
     tokenizer.decoder = decoders.ByteLevel()

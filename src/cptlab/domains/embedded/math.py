@@ -1,16 +1,22 @@
-"""Synthetic math: ordering numbers, final answer in \\boxed{}.
+"""Synthetic math: ranking numbers, final answer in \\boxed{}.
 
-id form:  the largest or smallest of three 2-digit numbers, in one of several phrasings
-          ("What is the largest of 47, 38 and 52?") -- like AIME for the study
-ood form: the same question over five numbers -- a longer problem of the same kind, the
+id form:  the largest, smallest, second largest or second smallest of five 2-digit numbers, in
+          one of four phrasings each ("What is the second largest of 47, 38, 12, 90 and 52?")
+          -- like AIME for the study
+ood form: the same question over eight numbers -- a longer problem of the same kind, the
           MATH-500 kind of shift
 
-The skill is a procedure, not a table: compare tens digits, then units, then copy the winner.
-The warm-up teaches it only in part, so the base answers some items right, samples the right
-operand more often than greedy picks it, and every improvement RL makes to the procedure
-carries to unseen numbers. (An earlier version asked for sums in 0..10 as recalled facts; the
-tiny base never learnt the table -- it recited 2 % of warm-up lines right -- so RL could only
-memorise the answers of its training prompts, which did not carry to held-out items.)
+The skill is a procedure, not a table: rank the numbers, then copy the one asked for. With the
+tokenizer's `max_digits_per_token: 3` every 2-digit number is one token, so copying the answer
+is a one-token induction the base can do, and what it lacks, and RL can improve, is the
+ranking. The warm-up teaches it only in part: the base answers some items right and samples the
+right operand more often than greedy picks it, and every improvement RL makes to the ranking
+carries to unseen numbers.
+
+History (README, "Does it learn?"): sums in 0..10 as recalled facts were never learnt by the
+tiny base, so RL could only memorise its training prompts' answers; the largest or smallest of
+three numbers spelled digit by digit made the base guess a number's second digit among the
+operands', a binding RL did not teach, and RL's gain then depended on the build.
 """
 
 from __future__ import annotations
@@ -33,14 +39,27 @@ PHRASINGS = {
         "Find the minimum of {l}.",
         "Give the least number among {l}.",
     ),
+    "second largest": (
+        "What is the second largest of {l}?",
+        "Which number is the second largest: {l}?",
+        "Find the second highest of {l}.",
+        "Give the second greatest number among {l}.",
+    ),
+    "second smallest": (
+        "What is the second smallest of {l}?",
+        "Which number is the second smallest: {l}?",
+        "Find the second lowest of {l}.",
+        "Give the second least number among {l}.",
+    ),
 }
 
 
 def make_item(rng: random.Random, form: str) -> Item:
-    count = 3 if form == "id" else 5
+    count = 5 if form == "id" else 8
     numbers = rng.sample(range(10, 100), count)
-    kind = rng.choice(("largest", "smallest"))
-    value = max(numbers) if kind == "largest" else min(numbers)
+    kind = rng.choice(tuple(PHRASINGS))
+    ranked = sorted(numbers, reverse="largest" in kind)
+    value = ranked[1] if kind.startswith("second") else ranked[0]
     listed = ", ".join(map(str, numbers[:-1])) + f" and {numbers[-1]}"
     phrasing = rng.choice(PHRASINGS[kind])
     return Item(
@@ -63,7 +82,8 @@ register_domain(
     make_item,
     verifiers={"id": "math_boxed", "ood": "math_boxed"},
     descriptions={
-        "id": "largest or smallest of three 2-digit numbers, \\boxed{} answer",
-        "ood": "largest or smallest of five 2-digit numbers, \\boxed{} answer",
+        "id": "largest, smallest, second largest or second smallest of five 2-digit numbers, "
+        "\\boxed{} answer",
+        "ood": "the same over eight 2-digit numbers, \\boxed{} answer",
     },
 )
