@@ -1,4 +1,4 @@
-"""`cptlab build-base`: determinism on a micro build, and the foundation bounds on a reduced
+"""`cptlab build-base`: determinism on a micro build, and the foundation bounds on the full
 build of the embedded default (opt-in, `make test-slow`)."""
 
 import pytest
@@ -162,13 +162,14 @@ def test_check_bounds_flags_each_violation():
 
 
 @pytest.mark.slow
-def test_reduced_build_bounds(tmp_path):
-    """The embedded default's build from scratch on two threads, measured on its first 60
-    items per benchmark instead of 100 (opt-in: `make test-slow`, ~5 minutes): every
-    foundation bound holds. Same config and threads as the workflow's build, hence the same
-    weights; the build time is in the manifest, not asserted (shared machines are noisy)."""
+def test_embedded_build_bounds(tmp_path):
+    """The embedded default's build from scratch on two threads (opt-in: `make test-slow`, ~5
+    minutes): every foundation bound holds. Same config and threads as the workflow's build,
+    hence the same weights and measurements; the build time is in the manifest, not asserted
+    (shared machines are noisy). Measured on the config's 100 items per benchmark: on the first
+    60 the current build's code teacher advantage fell under 0.20 (0.26 on 100), a bound the
+    workflow's measurement meets, so a cheaper sample would test the sample, not the build."""
     config = embedded_config()
-    config["base"]["measure"]["n"] = 60
     manifest = build(config, tmp_path, "base", threads=2)
     assert len(manifest["bounds"]) == 14
     failed = sorted(name for name, b in manifest["bounds"].items() if not b["ok"])

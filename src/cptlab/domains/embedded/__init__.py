@@ -2,7 +2,7 @@
 
 | domain    | train / id form            | ood form                         |
 |-----------|----------------------------|----------------------------------|
-| math      | largest/smallest of three  | largest/smallest of five         |
+| math      | 1st/2nd largest/smallest of five | the same of eight        |
 | science   | MCQ, <answer>LETTER</answer> | same facts, \\boxed{LETTER}     |
 | tool      | ReAct call (ToolAlpaca)    | JSON call among schemas (BFCL)   |
 | code      | function + unit tests      | stdin/stdout program             |

@@ -8,10 +8,10 @@ ood form: the same question over eight numbers -- a longer problem of the same k
 
 The skill is a procedure, not a table: rank the numbers, then copy the one asked for. With the
 tokenizer's `max_digits_per_token: 3` every 2-digit number is one token, so copying the answer
-is a one-token induction the base can do, and what it lacks, and RL can improve, is the
-ranking. The warm-up teaches it only in part: the base answers some items right and samples the
-right operand more often than greedy picks it, and every improvement RL makes to the ranking
-carries to unseen numbers.
+is a one-token lookup. The warm-up teaches the task only in part: the base answers some items
+right, samples the right operand more often than greedy picks it, and often answers a number
+that is not in the question at all. RL mostly turns those answers into right ones (README,
+"Does it learn?"), and that carries to unseen numbers.
 
 History (README, "Does it learn?"): sums in 0..10 as recalled facts were never learnt by the
 tiny base, so RL could only memorise its training prompts' answers; the largest or smallest of
