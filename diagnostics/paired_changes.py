@@ -20,14 +20,12 @@ from pathlib import Path
 
 import numpy as np
 
+from cptlab.drift.io import read_responses
+
 
 def item_rewards(path: Path) -> dict[str, float]:
     """Mean reward per item id of one evaluation's responses file."""
-    rewards = {}
-    for line in open(path):
-        row = json.loads(line)
-        rewards[row["id"]] = float(np.mean(row["rewards"]))
-    return rewards
+    return {rid: float(np.mean(r["rewards"])) for rid, r in read_responses(path).items()}
 
 
 def paired_differences(before: Path, after: Path) -> np.ndarray:

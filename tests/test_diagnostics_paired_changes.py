@@ -18,7 +18,7 @@ def write_eval(experiment: Path, folder: str, benchmark: str, rewards: list[floa
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(
         "".join(
-            json.dumps({"id": f"{benchmark}-{i}", "rewards": [r]}) + "\n"
+            json.dumps({"id": f"{benchmark}-{i}", "completions": ["x"], "rewards": [r]}) + "\n"
             for i, r in enumerate(rewards)
         )
     )
