@@ -5,13 +5,6 @@
 # The default target is declared here: Snakemake drops a default_target from an included file.
 
 
-# `--configfile other.yaml` replaces the embedded default instead of merging into it (a merge
-# would keep the default's domains and methods).
-if not workflow.overwrite_configfiles:
-
-    configfile: "config/config.yaml"
-
-
 report: "workflow/report/workflow.rst"
 
 
@@ -28,7 +21,7 @@ rule all:
     default_target: True
     input:
         base_inputs(),
-        RESULTS / "scores.csv",
-        RESULTS / "cl_metrics.csv",
-        RESULTS / "figures/manifest.json",
-        RESULTS / "drift/figures/manifest.json",
+        LAYOUT.scores_csv,
+        LAYOUT.cl_metrics_csv,
+        LAYOUT.figures_dir / "manifest.json",
+        LAYOUT.drift_figures_dir / "manifest.json",

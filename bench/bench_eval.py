@@ -28,11 +28,11 @@ os.environ.setdefault("MKL_NUM_THREADS", "1")
 import torch  # noqa: E402
 import yaml  # noqa: E402
 
+from cptlab.base_model.architecture import build_model, count_parameters  # noqa: E402
+from cptlab.base_model.tokenizer import train_tokenizer  # noqa: E402
+from cptlab.checkpoints import load_checkpoint  # noqa: E402
 from cptlab.domains import load_benchmark  # noqa: E402
-from cptlab.evaluate import load_checkpoint  # noqa: E402
-from cptlab.generation import Sampling, generate  # noqa: E402
-from cptlab.model import build_model, count_parameters  # noqa: E402
-from cptlab.tokenizer import train_tokenizer  # noqa: E402
+from cptlab.evaluation.generation import Sampling, generate  # noqa: E402
 
 
 def parse() -> argparse.Namespace:
@@ -95,7 +95,7 @@ def main() -> int:
             except ImportError:
                 print("vllm: not importable, skipped")
             else:
-                from cptlab.backends.vllm_backend import build_llm, generate_vllm
+                from cptlab.evaluation.vllm_backend import build_llm, generate_vllm
 
                 llm = build_llm(folder, {"gpu_memory_utilization": 0.3}, seed=0)
                 results["vllm"] = timed(

@@ -33,8 +33,9 @@ os.environ.setdefault("MKL_NUM_THREADS", "1")
 
 import torch  # noqa: E402
 
-from cptlab.drift.defaults import DEFAULT_N_ITER, DEFAULT_OVERSAMPLE  # noqa: E402
 from cptlab.drift.parameters import (  # noqa: E402
+    N_ITER,
+    OVERSAMPLE,
     full_svd,
     matrix_drift,
     principal_angles,
@@ -85,8 +86,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=1, help="median over this many runs")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--device", default="cpu", help="cpu, cuda or auto")
-    parser.add_argument("--oversample", type=int, default=DEFAULT_OVERSAMPLE)
-    parser.add_argument("--n-iter", type=int, default=DEFAULT_N_ITER, help="power iterations")
+    parser.add_argument("--oversample", type=int, default=OVERSAMPLE)
+    parser.add_argument("--n-iter", type=int, default=N_ITER, help="power iterations")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     device = resolve_device(args.device)

@@ -28,7 +28,8 @@ from pathlib import Path
 
 import yaml
 
-from cptlab.config import base_measure_benchmarks, load_config
+from cptlab.config import load_config
+from cptlab.plan import base_measure_benchmarks
 
 
 def cptlab(*args: str, threads: int, log: Path) -> None:
@@ -90,7 +91,8 @@ def one_build(config: dict, base_seed: int, args: argparse.Namespace) -> dict:
                 "train-stage", "--config", str(config_file), "--method", method,
                 "--domain", args.domain, "--seed", str(seed), "--start", str(base),
                 "--out", str(run), "--state-dir", str(folder / "state" / f"{method}_seed{seed}"),
-                "--anchor", str(base), "--data-dir", str(data), "--threads", "1",
+                "--anchor", str(base), "--data", str(data / f"{spec['train']}.jsonl"),
+                "--threads", "1",
                 threads=1, log=logs / f"train_{method}_seed{seed}.log",
             )  # fmt: skip
         return accuracy(config_file, run, test, folder / f"eval_{method}_seed{seed}.json")

@@ -24,8 +24,8 @@ from collections import Counter
 
 import torch
 
-from cptlab.evaluate import load_checkpoint
-from cptlab.generation import Sampling, generate
+from cptlab.checkpoints import load_checkpoint
+from cptlab.evaluation.generation import Sampling, generate
 from cptlab.rows import read_jsonl
 from cptlab.verifiers.math import last_boxed, normalize_answer
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cptlab.drift.io import read_responses
+from cptlab.drift.tables import read_responses
 
 
 def item_rewards(path: Path) -> dict[str, float]:

@@ -25,12 +25,12 @@ import statistics
 
 import torch
 
-from cptlab.evaluate import load_checkpoint
-from cptlab.generation import Sampling, generate
-from cptlab.metrics import score_completions
-from cptlab.reprompt import teacher_messages
+from cptlab.base_model.warmup import encode_example
+from cptlab.checkpoints import load_checkpoint
+from cptlab.evaluation.generation import Sampling, generate
+from cptlab.evaluation.scoring import score_completions
 from cptlab.rows import read_jsonl
-from cptlab.sft import encode_example
+from cptlab.teacher_prompt import teacher_messages
 
 
 def token_logps(model, tokenizer, messages: list[dict], completion: str):

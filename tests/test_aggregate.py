@@ -3,16 +3,15 @@ by hand, the summary over seeds, and the errors."""
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import math
 from pathlib import Path
 
 import pytest
+from conftest import run_cli, run_command
 
-from cptlab import eval_cli
-from cptlab.aggregate import METRIC_COLUMNS, SCORE_COLUMNS, SUMMARY_COLUMNS, read_csv
+from cptlab.results.aggregate import METRIC_COLUMNS, SCORE_COLUMNS, SUMMARY_COLUMNS, read_csv
 
 DOMAINS = {
     "math": {"train": "math_train", "id": ["math_id"], "ood": ["math_ood"]},
@@ -35,13 +34,6 @@ def accuracy(method: str, seed: int, stage: int, name: str) -> float:
     if stage == 0:
         return BASE[name]
     return RUN[stage][name] + 0.01 * seed + 0.02 * METHODS.index(method)
-
-
-def run_cli(argv: list[str]) -> None:
-    top = argparse.ArgumentParser()
-    eval_cli.add_eval_parsers(top.add_subparsers(dest="command", required=True))
-    args = top.parse_args(argv)
-    args.run(args)
 
 
 def write_eval(path: Path, name: str, acc: float) -> None:
@@ -73,17 +65,16 @@ def tree(tmp_path):
 
 
 def aggregate(tree: Path) -> None:
-    run_cli(
+    run_command(
         [
-            "aggregate", "--config", str(tree / "config.json"), "--eval-dir", str(tree / "eval"),
-            "--out-dir", str(tree / "out"),
+            "aggregate", "--config", str(tree / "config.json"), "--results-dir", str(tree),
         ]
     )  # fmt: skip
 
 
 def test_scores_csv(tree):
     aggregate(tree)
-    with open(tree / "out" / "scores.csv") as handle:
+    with open(tree / "scores.csv") as handle:
         rows = list(csv.DictReader(handle))
     assert list(rows[0]) == SCORE_COLUMNS == [
         "method", "seed", "stage", "stage_domain", "benchmark", "benchmark_domain", "split",
@@ -122,7 +113,7 @@ def metric(frame, name, benchmark, stage, method="grpo", seed=0):
 
 def test_cl_metrics_by_hand(tree):
     aggregate(tree)
-    frame = read_csv(tree / "out" / "cl_metrics.csv")
+    frame = read_csv(tree / "cl_metrics.csv")
     assert list(frame.columns) == METRIC_COLUMNS
 
     def value(*args, **kwargs):
@@ -166,7 +157,7 @@ def test_cl_metrics_by_hand(tree):
 
 def test_summary_over_seeds(tree):
     aggregate(tree)
-    frame = read_csv(tree / "out" / "cl_summary.csv")
+    frame = read_csv(tree / "cl_summary.csv")
     assert list(frame.columns) == SUMMARY_COLUMNS
     row = frame[
         (frame["method"] == "grpo")
@@ -185,13 +176,13 @@ def test_missing_eval_file_is_named(tree):
     gone.unlink()
     with pytest.raises(FileNotFoundError, match=str(gone)):
         aggregate(tree)
-    assert not (tree / "out" / "scores.csv").exists()
+    assert not (tree / "scores.csv").exists()
 
 
 def test_eval_file_of_another_benchmark_is_refused(tree, capsys):
     path = tree / "eval" / "grpo" / "seed0" / "stage1" / "math_id.json"
     write_eval(path, "math_ood", 0.5)
-    with pytest.raises(SystemExit) as exit_info:
-        aggregate(tree)
-    assert exit_info.value.code == 2
-    assert str(path) in capsys.readouterr().err
+    argv = ["aggregate", "--config", str(tree / "config.json"), "--results-dir", str(tree)]
+    code, err = run_cli(argv, capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert str(path) in err

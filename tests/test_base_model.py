@@ -4,11 +4,11 @@ build of the embedded default (opt-in, `make test-slow`)."""
 import pytest
 import yaml
 
-from cptlab.base_model import check_bounds, warmup_examples, weighted
+from cptlab.artifacts import read_manifest
+from cptlab.base_model.build import check_bounds, warmup_examples, weighted
+from cptlab.base_model.tokenizer import train_tokenizer
 from cptlab.cli import main
-from cptlab.data import prepare_benchmark
-from cptlab.io import read_manifest
-from cptlab.tokenizer import train_tokenizer
+from cptlab.domains.prepare import prepare_benchmark
 
 
 def embedded_config() -> dict:

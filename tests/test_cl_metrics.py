@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from cptlab import cl_metrics as clm
+from cptlab.results import cl_metrics as clm
 
 
 def test_relative_performance_matches_the_paper():

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from cptlab.tokenizer import train_tokenizer
+from cptlab.base_model.tokenizer import train_tokenizer
 
 SCRIPT = Path(__file__).parents[1] / "diagnostics" / "math_errors.py"
 spec = importlib.util.spec_from_file_location("math_errors", SCRIPT)

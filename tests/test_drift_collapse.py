@@ -2,12 +2,12 @@
 constructed outputs, format violations (verifier reasons or a rule), lengths, the artifact's
 trend from train logs and from responses, and the `collapse-forensics` subcommand."""
 
-import argparse
 import json
 from collections import Counter
 
 import pytest
 
+from cptlab.cli import parser as cli_parser
 from cptlab.drift.collapse import (
     DegeneracyRule,
     artifact_trend_from_logs,
@@ -118,15 +118,13 @@ def test_artifact_trend_from_responses(tmp_path):
 
 
 def test_cli_collapse_forensics(tmp_path, capsys):
-    from cptlab.drift.cli import add_drift_parsers
 
     write_responses(tmp_path / "resp.jsonl", {"q": ([NORMAL, LOOP], [None, None])})
     write_responses(tmp_path / "s0.jsonl", {"q": ([NORMAL], [None])})
     (tmp_path / "train_log.jsonl").write_text(
         json.dumps({"step": 1, "collapse/format/boxed/per_completion": 1.0}) + "\n"
     )
-    parser = argparse.ArgumentParser()
-    add_drift_parsers(parser.add_subparsers(dest="command"))
+    parser = cli_parser()
     out = tmp_path / "out"
     args = parser.parse_args(
         ["collapse-forensics", "--responses", str(tmp_path / "resp.jsonl"), "--out",

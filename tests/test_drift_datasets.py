@@ -2,7 +2,6 @@
 heuristic against scipy, constructed cases (same distribution ~0, separated large), the trend
 fit against scipy.stats.linregress, t-SNE output, and the `dataset-distance` subcommand."""
 
-import argparse
 import itertools
 import json
 import math
@@ -14,7 +13,8 @@ import pytest
 import scipy.spatial.distance
 import scipy.stats
 
-from cptlab.drift.datasets import (
+from cptlab.cli import parser as cli_parser
+from cptlab.drift.distances import (
     dataset_distances,
     fit_trend,
     gain_forgetting_vs_mmd,
@@ -152,18 +152,16 @@ def write_rows(path, prompts):
 
 
 def test_cli_dataset_distance(tmp_path):
-    from cptlab.drift.cli import add_drift_parsers
 
     write_rows(tmp_path / "math_train.jsonl", math_prompts(12, 0))
     write_rows(tmp_path / "aime.jsonl", math_prompts(12, 1))
     write_rows(tmp_path / "code.jsonl", code_prompts(12, 2))
     pd.DataFrame({"source": ["math_train", "math_train"], "target": ["aime", "code"],
                   "relative": [30.0, -10.0]}).to_csv(tmp_path / "rel.csv", index=False)  # fmt: skip
-    parser = argparse.ArgumentParser()
-    add_drift_parsers(parser.add_subparsers(dest="command"))
+    parser = cli_parser()
     out = tmp_path / "out"
     args = parser.parse_args(
-        ["dataset-distance", "--data", str(tmp_path / "math_train.jsonl"),
+        ["dataset-mmd", "--data", str(tmp_path / "math_train.jsonl"),
          f"aime={tmp_path / 'aime.jsonl'}", str(tmp_path / "code.jsonl"), "--embedder", "hashing",
          "--mmd-out", str(out / "mmd.csv"), "--tsne-out", str(out / "tsne.csv"),
          "--relative", str(tmp_path / "rel.csv"), "--trend-out", str(out / "trend.json"),
@@ -177,7 +175,7 @@ def test_cli_dataset_distance(tmp_path):
     assert json.loads((out / "trend.json").read_text())["forgetting"]["n"] == 2
     args = parser.parse_args(
         [
-            "dataset-distance",
+            "dataset-mmd",
             "--data",
             str(tmp_path / "nope.jsonl"),
             str(tmp_path / "code.jsonl"),

@@ -13,6 +13,7 @@ import torch
 from safetensors.torch import save_file
 from tiny_models import tiny_qwen2
 
+from cptlab.cli import parser as cli_parser
 from cptlab.drift.parameters import (
     COLUMNS,
     METRICS,
@@ -328,14 +329,10 @@ def test_bad_checkpoints_name_the_file(tmp_path):
 
 
 def test_cli_drift_params(tmp_path, capsys):
-    import argparse
-
-    from cptlab.drift.cli import add_drift_parsers
 
     save_single(qwen_like_state(0), tmp_path / "base")
     save_single(perturbed(qwen_like_state(0), 1e-2, 1), tmp_path / "trained")
-    parser = argparse.ArgumentParser()
-    add_drift_parsers(parser.add_subparsers(dest="command"))
+    parser = cli_parser()
     out = tmp_path / "out"
     args = parser.parse_args(
         ["drift-params", "--checkpoint", str(tmp_path / "trained"), "--reference",

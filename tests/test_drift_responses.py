@@ -1,13 +1,13 @@
 """Response drift: ROUGE-L against a direct dynamic-programming LCS, cosine against numpy, the
 JSONL matching rules, the embedders, and the `drift-responses` subcommand."""
 
-import argparse
 import json
 import random
 
 import numpy as np
 import pytest
 
+from cptlab.cli import parser as cli_parser
 from cptlab.drift.embedders import HashingEmbedder, load_embedder
 from cptlab.drift.responses import (
     COLUMNS,
@@ -147,12 +147,10 @@ def test_minilm_embedder_loads_offline(monkeypatch):
 
 
 def test_cli_drift_responses(tmp_path, capsys):
-    from cptlab.drift.cli import add_drift_parsers
 
     write_responses(tmp_path / "base.jsonl", {"a": ["one two three"], "b": ["four five"]})
     write_responses(tmp_path / "trained.jsonl", {"a": ["one two three"], "b": ["four six"]})
-    parser = argparse.ArgumentParser()
-    add_drift_parsers(parser.add_subparsers(dest="command"))
+    parser = cli_parser()
     args = parser.parse_args(
         ["drift-responses", "--responses", str(tmp_path / "trained.jsonl"), "--reference",
          str(tmp_path / "base.jsonl"), "--out", str(tmp_path / "r.csv"), "--summary-out",

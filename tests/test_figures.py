@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
 from pathlib import Path
 
 import pytest
+from conftest import run_command
 
-from cptlab import eval_cli, figures
-from cptlab.aggregate import aggregate
+from cptlab.layout import Layout
+from cptlab.plan import Plan
+from cptlab.results import figures
+from cptlab.results.aggregate import aggregate
 
 os.environ.setdefault("MPLBACKEND", "Agg")
 
@@ -23,13 +25,6 @@ DOMAINS = {
 }
 METHODS = ["grpo", "sdpo_frozen"]
 SEQUENCE = ["math", "tool"]
-
-
-def run_cli(argv: list[str]) -> None:
-    top = argparse.ArgumentParser()
-    eval_cli.add_eval_parsers(top.add_subparsers(dest="command", required=True))
-    args = top.parse_args(argv)
-    args.run(args)
 
 
 @pytest.fixture
@@ -55,10 +50,10 @@ def experiment(tmp_path):
             record = {"benchmark": name, "accuracy": acc, "n": 20}
             record |= {"ci_low": max(0.0, acc - 0.1), "ci_high": min(1.0, acc + 0.1)}
             (folder / f"{name}.json").write_text(json.dumps(record))
-    aggregate(config, tmp_path / "eval", tmp_path)
+    aggregate(config, Layout(tmp_path))
     # train logs of grpo seed 0 only; the other runs' logs are missing
     for k, domain in enumerate(SEQUENCE, start=1):
-        log = tmp_path / "runs" / "grpo" / "seed0" / f"stage{k}_{domain}" / "train_log.jsonl"
+        log = Layout(tmp_path).train_log("grpo", 0, k, domain)
         log.parent.mkdir(parents=True)
         lines = [
             {
@@ -75,16 +70,9 @@ def experiment(tmp_path):
 
 
 def make(experiment: Path, *extra: str) -> Path:
-    out = experiment / "figures"
-    run_cli(
-        [
-            "figures", "--config", str(experiment / "config.json"),
-            "--scores", str(experiment / "scores.csv"),
-            "--metrics", str(experiment / "cl_metrics.csv"),
-            "--train-logs-dir", str(experiment / "runs"), "--out-dir", str(out), *extra,
-        ]
-    )  # fmt: skip
-    return out
+    config = experiment / "config.json"
+    run_command(["figures", "--config", str(config), "--results-dir", str(experiment), *extra])
+    return Layout(experiment).figures_dir
 
 
 def test_every_figure_then_the_manifest(experiment, monkeypatch):
@@ -113,11 +101,9 @@ def test_every_figure_then_the_manifest(experiment, monkeypatch):
 
 
 def test_training_series_concatenates_stages(experiment):
-    from cptlab.aggregate import Plan
-
     plan = Plan.from_config(json.loads((experiment / "config.json").read_text()))
     series, missing, bounds = figures.training_series(
-        experiment / "runs", plan, {"loss": ("distillation_loss",)}
+        Layout(experiment), plan, {"loss": ("distillation_loss",)}
     )
     xs, ys = series[("grpo", 0)]["loss"]
     assert xs == [1, 2, 4, 5, 6, 7, 9, 10]  # step 3 of each stage lacks the key

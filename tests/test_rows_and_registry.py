@@ -7,7 +7,7 @@ import pytest
 from cptlab.cli import main
 from cptlab.domains import BENCHMARKS, benchmarks_of, get_benchmark, load_benchmark
 from cptlab.domains.embedded import EMBEDDED_DOMAINS
-from cptlab.metrics import score_completions, verifier_for
+from cptlab.evaluation.scoring import score_completions, verifier_for
 from cptlab.rows import RowError, read_jsonl, validate_row
 
 GOOD = {

@@ -3,7 +3,7 @@
 import torch
 from tiny_models import tiny_qwen2
 
-from cptlab.sft import _collate, completion_loss
+from cptlab.base_model.warmup import _collate, completion_loss
 
 
 def test_completion_loss_equals_the_models_labels_loss():

@@ -190,6 +190,12 @@ def submitted(tmp_path_factory):
     manifest = runs / f"stage1_{PAPER['run']['sequence'][0]}" / "manifest.json"
     manifest.parent.mkdir(parents=True)
     manifest.write_text("{}\n")
+    # A dry run writes every job's provenance file (cptlab.provenance); as in a finished run,
+    # the outputs above are newer than their provenance.
+    planned = snakemake(work, "-n", "--configfile", "config/paper.yaml", "--cores", "1")
+    assert planned.returncode == 0, planned.stderr[-3000:]
+    for path in (work / "results" / PAPER["experiment"] / "provenance").rglob("*.json"):
+        os.utime(path, (1e8, 1e8))
 
     state = tmp_path_factory.mktemp("fake_slurm")
     fake_bin = install_fake_slurm(state)

@@ -6,13 +6,13 @@ import os
 
 import pytest
 import torch
+from tiny_world import tiny_rows, tiny_world
 from transformers import AutoModelForCausalLM, TrainerCallback
 
-from cptlab.reprompt import teacher_messages
-from cptlab.tokenizer import load_tokenizer
+from cptlab.checkpoints import load_tokenizer
+from cptlab.teacher_prompt import teacher_messages
 from cptlab.train.spec import resolve_stage
 from cptlab.train.stage import build_trainer
-from cptlab.train.testing import tiny_rows, tiny_world
 from cptlab.verifiers import Verdict
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")

@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-import argparse
-
 import pytest
+import tiny_world
 import yaml
+from tiny_world import tiny_config, tiny_rows
 
 import cptlab.config
+from cptlab.cli import main, parser
 from cptlab.config import ConfigError, load_config, validate_config
-from cptlab.train import testing
-from cptlab.train.cli import add_train_stage_parser
 from cptlab.train.monitor import CollapseMonitor, completion_stats
 from cptlab.train.rewards import VerifierReward, merge_step_stats
 from cptlab.train.spec import resolve_stage
 from cptlab.train.stage import trl_args
-from cptlab.train.testing import tiny_config, tiny_rows
 from cptlab.verifiers import VERIFIERS, Verdict, register
 
 BROKEN = "tiny_broken"
@@ -169,11 +167,9 @@ def test_collapse_monitor_patience_and_unknown_metric():
 
 
 def test_cli_parser():
-    top = argparse.ArgumentParser()
-    add_train_stage_parser(top.add_subparsers(dest="command"))
-    args = top.parse_args(
+    args = parser().parse_args(
         "train-stage --config c.yaml --method grpo --domain math --seed 1 --start base "
-        "--out o --state-dir s --threads 2".split()
+        "--out o --state-dir s --data d.jsonl --threads 2".split()
     )
     assert (args.method, args.seed, args.threads, args.anchor) == ("grpo", 1, 2, None)
     assert callable(args.run)
@@ -193,7 +189,7 @@ def test_project_schema_checks_methods_and_training():
 
 
 def test_tiny_config_is_a_valid_project_config():
-    assert validate_config(tiny_config())["methods"] == testing.TINY_METHODS
+    assert validate_config(tiny_config())["methods"] == tiny_world.TINY_METHODS
 
 
 def test_cli_exits_3_on_a_stage_error(monkeypatch, capsys):
@@ -204,13 +200,9 @@ def test_cli_exits_3_on_a_stage_error(monkeypatch, capsys):
         raise NonFiniteError("non-finite loss (nan) at step 2")
 
     monkeypatch.setattr(cptlab.train.stage, "train_stage", fail)
-    top = argparse.ArgumentParser()
-    add_train_stage_parser(top.add_subparsers(dest="command"))
-    args = top.parse_args(
+    argv = (
         "train-stage --config config/config.yaml --method grpo --domain math --seed 0 "
-        "--start base --out o --state-dir s".split()
+        "--start base --out o --state-dir s --data d.jsonl".split()
     )
-    with pytest.raises(SystemExit) as stop:
-        args.run(args)
-    assert stop.value.code == 3
+    assert main(argv) == 3
     assert "NonFiniteError: non-finite loss (nan) at step 2" in capsys.readouterr().err

@@ -9,14 +9,16 @@ import shutil
 
 import pytest
 import torch
+from conftest import run_command
 from safetensors.torch import load_file
+from tiny_world import tiny_rows, tiny_world, write_rows
 from transformers import TrainerCallback
 
 import cptlab.train.stage as stage_module
-from cptlab.io import read_manifest
-from cptlab.train import CollapseError, NonFiniteError, train_stage
+from cptlab.artifacts import read_manifest
 from cptlab.train.grpo import CptGRPOTrainer
-from cptlab.train.testing import tiny_rows, tiny_world, write_rows
+from cptlab.train.monitor import CollapseError, NonFiniteError
+from cptlab.train.stage import train_stage
 from cptlab.verifiers import VERIFIERS, Verdict, register
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -45,8 +47,10 @@ def world(tmp_path_factory):
 
 
 def run(world, name, method="grpo", config=None, domain="math", **kwargs):
+    config = config or world["config"]
+    train = config["data"]["domains"][domain]["train"]
     return train_stage(
-        config or world["config"],
+        config,
         method,
         domain,
         seed=1,
@@ -55,7 +59,7 @@ def run(world, name, method="grpo", config=None, domain="math", **kwargs):
         state_dir=world["dir"] / name / "state",
         anchor=world["base"],
         threads=1,
-        data_dir=world["data"],
+        data=world["data"] / f"{train}.jsonl",
         **kwargs,
     )
 
@@ -137,7 +141,7 @@ def test_rerun_after_the_last_checkpoint_trains_no_further(world):
 def test_state_written_by_other_code_is_not_resumed(world, monkeypatch):
     run(world, "other-code")
     shutil.rmtree(world["dir"] / "other-code" / "out")
-    monkeypatch.setattr(stage_module, "code_digest", lambda: "another version of cptlab")
+    monkeypatch.setattr(stage_module.SourceTree, "code_hash", lambda self, command: "other code")
     again = run(world, "other-code")
     assert again["resumed_from"] is None and again["steps_done"] == 4
 
@@ -218,23 +222,17 @@ def test_vllm_rollouts_are_wired_to_trl(world):
 
 
 def test_cli_trains_a_stage(world, capsys):
-    import argparse
-
     import yaml
-
-    from cptlab.train.cli import add_train_stage_parser
 
     config = json.loads(json.dumps(world["config"]))
     del config["data"]["domains"]["flipdomain"]  # flip_train is a file here, not a benchmark
     config["training"]["steps"] = 2
     path = world["dir"] / "cli.yaml"
     path.write_text(yaml.safe_dump(config))
-    top = argparse.ArgumentParser()
-    add_train_stage_parser(top.add_subparsers(dest="command"))
-    args = top.parse_args(
+    run_command(
         f"train-stage --config {path} --method sdpo_frozen --domain math --seed 0 "
         f"--start {world['base']} --out {world['dir'] / 'cli' / 'out'} "
-        f"--state-dir {world['dir'] / 'cli' / 'state'} --data-dir {world['data']}".split()
+        f"--state-dir {world['dir'] / 'cli' / 'state'} "
+        f"--data {world['data'] / 'tiny_train.jsonl'}".split()
     )
-    args.run(args)
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["status"] == "complete"

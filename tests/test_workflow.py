@@ -1,18 +1,25 @@
 """The Snakemake workflow end to end on the smoke config, and what each kind of change reruns.
 
 One real run (module fixture) of config/smoke.yaml in a private copy of the workflow; then dry
-runs after one change each, compared job by job with what that change invalidates.
+runs after one change each, compared job by job with what that change invalidates, in that copy
+and in a colleague's fresh clone beside a copy of its results folder (without `.snakemake/`).
 """
 
 from __future__ import annotations
 
 import json
+import re
+import shutil
 from collections import Counter
 from pathlib import Path
 
 import pandas as pd
 import pytest
 from workflow_helpers import ROOT, copy_workflow, edited_config, planned_jobs, snakemake
+
+from cptlab.provenance import SourceTree
+
+pytestmark = pytest.mark.integration
 
 SMOKE = "config/smoke.yaml"
 STAGES, METHODS = 2, 2
@@ -35,14 +42,39 @@ def downstream(chains: int) -> dict:
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory) -> Path:
     workdir = copy_workflow(tmp_path_factory.mktemp("workflow"))
-    done = snakemake(workdir, "--cores", "2", "--configfile", SMOKE, env={"OMP_NUM_THREADS": "1"})
+    # Every job's log also lists the modules it imported (test_code_hashes_cover_every_import).
+    env = {"OMP_NUM_THREADS": "1", "PYTHONPROFILEIMPORTTIME": "1"}
+    done = snakemake(workdir, "--cores", "2", "--configfile", SMOKE, env=env)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    # The finished results as a colleague receives them, before any test's dry run rewrites a
+    # provenance file in the workdir.
+    shutil.copytree(workdir / "results", workdir.parent / "finished_results", symlinks=True)
     return workdir
 
 
 def plan_after(workdir: Path, tmp_path: Path, edit) -> Counter:
     config = edited_config(workdir / SMOKE, tmp_path / "changed.yaml", edit)
     return planned_jobs(workdir, "--configfile", str(config))
+
+
+def plan_after_editing(workdir: Path, module: str) -> Counter:
+    """The dry run after a comment is appended to one source file (then restored)."""
+    source = workdir / "src" / "cptlab" / module
+    original = source.read_text()
+    try:
+        source.write_text(original + "\n# changed\n")
+        return planned_jobs(workdir, "--configfile", SMOKE)
+    finally:
+        source.write_text(original)
+
+
+@pytest.fixture
+def colleague(smoke, tmp_path) -> Path:
+    """A fresh clone beside `cp -a` of the finished results folder, without `.snakemake/`."""
+    clone = copy_workflow(tmp_path)
+    # copy2 keeps modification times, as `cp -a` does
+    shutil.copytree(smoke.parent / "finished_results", clone / "results", symlinks=True)
+    return clone
 
 
 def test_run_writes_the_results_contract(smoke):
@@ -175,27 +207,71 @@ def test_adding_a_method_adds_only_its_chain(smoke, tmp_path):
 
 
 def test_a_code_change_reruns_only_the_rules_that_use_it(smoke):
-    source = smoke / "src" / "cptlab" / "evaluate.py"
-    original = source.read_text()
-    try:
-        source.write_text(original + "\n# changed\n")
-        jobs = planned_jobs(smoke, "--configfile", SMOKE)
-    finally:
-        source.write_text(original)
     checkpoints = 1 + METHODS * STAGES
-    assert jobs == Counter(
+    assert plan_after_editing(smoke, "evaluation/evaluate.py") == Counter(
         evaluate_base=EVAL_BENCHMARKS,
         evaluate_stage=(checkpoints - 1) * EVAL_BENCHMARKS,
         **downstream(METHODS),
     )
-    trainer = smoke / "src" / "cptlab" / "train" / "grpo.py"
-    original = trainer.read_text()
-    try:
-        trainer.write_text(original + "\n# changed\n")
-        jobs = planned_jobs(smoke, "--configfile", SMOKE)
-    finally:
-        trainer.write_text(original)
+    jobs = plan_after_editing(smoke, "train/grpo.py")
     assert jobs["train_stage"] == METHODS * STAGES and "build_base" not in jobs
+
+
+@pytest.mark.parametrize("module", ["artifacts.py", "config.py"])
+def test_a_module_everything_imports_reruns_training_and_evaluation(smoke, module):
+    """The hole of hand-kept module lists: artifacts.py (atomic writes) and config.py are
+    imported by training and evaluation, so editing them reruns both."""
+    jobs = plan_after_editing(smoke, module)
+    assert jobs["train_stage"] == METHODS * STAGES
+    assert jobs["evaluate_base"] + jobs["evaluate_stage"] == (1 + METHODS * STAGES) * 3
+
+
+def test_drift_plots_rerun_only_the_drift_figures(smoke):
+    assert plan_after_editing(smoke, "drift/plots.py") == Counter(drift_figures=1, all=1)
+
+
+def test_code_hashes_cover_every_import(smoke):
+    """Each job's log lists (PYTHONPROFILEIMPORTTIME) every cptlab module the job imported;
+    each must be among the sources its subcommand's code hash reads."""
+    tree = SourceTree(smoke / "src" / "cptlab")
+    logs = smoke / "results" / "smoke" / "logs"
+    kinds = {
+        "data": "prepare-data", "base": "build-base", "train": "train-stage",
+        "evaluate": "evaluate", "aggregate": "aggregate", "figures": "figures",
+        "drift/figures": "drift-figures", "drift/dataset_distance": "dataset-distance",
+        "drift": "drift-chain",
+    }  # fmt: skip
+    checked = Counter()
+    for log in sorted(logs.rglob("*.log")):
+        job = log.relative_to(logs).with_suffix("").as_posix()
+        kind = next(k for k in kinds if job == k or job.startswith(k + "/"))
+        imported = set(re.findall(r"import time:.*\|\s+(cptlab[\w.]*)\s*$", log.read_text(), re.M))
+        hashed = {tree.module_of(path) for path in tree.command_sources(kinds[kind])}
+        assert imported and imported <= hashed, (job, sorted(imported - hashed))
+        checked[kinds[kind]] += 1
+    assert set(checked) == set(kinds.values())
+
+
+def test_a_colleagues_copy_of_the_results_has_nothing_to_do(colleague):
+    assert planned_jobs(colleague, "--configfile", SMOKE) == Counter()
+
+
+def test_a_colleagues_copy_reruns_exactly_what_an_evaluation_key_changes(colleague, tmp_path):
+    jobs = plan_after(colleague, tmp_path, lambda c: c["evaluation"].update(max_new_tokens=9))
+    assert jobs == Counter(
+        evaluate_base=EVAL_BENCHMARKS,
+        evaluate_stage=METHODS * STAGES * EVAL_BENCHMARKS,
+        **downstream(METHODS),
+    )
+
+
+def test_a_colleagues_copy_reruns_exactly_what_a_method_key_changes(colleague, tmp_path):
+    jobs = plan_after(
+        colleague, tmp_path, lambda c: c["methods"]["sdpo_frozen"].update(distillation_is_clip=3.0)
+    )
+    assert jobs == Counter(
+        train_stage=STAGES, evaluate_stage=STAGES * EVAL_BENCHMARKS, **downstream(1)
+    )
 
 
 def test_the_paper_config_plans_the_whole_study():

@@ -1,56 +1,89 @@
-"""The `cptlab` command line: one subcommand per pipeline step; Snakemake rules call these."""
+"""The `cptlab` command line: one subcommand per pipeline step; the Snakemake rules call these.
+
+Each stage package declares its subcommands in its own `cli.py` with `@command`; this module
+collects them (COMMAND_MODULES) and is the one error path: bad input (a config key, a data row,
+a missing or malformed file) exits 2 with one line naming it; a training stage that ended
+abnormally (non-finite loss, collapse with action `error`) exits 3.
+"""
 
 from __future__ import annotations
 
 import argparse
-import json
+import importlib
 import logging
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
-from cptlab.config import ConfigError, load_config
-from cptlab.drift.cli import add_drift_parsers
-from cptlab.eval_cli import add_eval_parsers
-from cptlab.rows import RowError
-from cptlab.train.cli import add_train_stage_parser
+from cptlab.errors import InputError, StageError
+
+# The modules whose `@command` functions make up the CLI, in the order `cptlab --help` lists
+# them. cptlab.provenance reads the same list to hash each subcommand's code.
+COMMAND_MODULES = (
+    "cptlab.domains.cli",
+    "cptlab.base_model.cli",
+    "cptlab.train.cli",
+    "cptlab.evaluation.cli",
+    "cptlab.results.cli",
+    "cptlab.drift.cli",
+    "cptlab.config_reference",
+)
 
 
-def _prepare_data(args: argparse.Namespace) -> None:
-    from cptlab.data import prepare_benchmark
+@dataclass(frozen=True)
+class Command:
+    """One subcommand: its name, one line of help, its arguments and the function it runs."""
 
-    config = load_config(args.config)
-    count = prepare_benchmark(config, args.benchmark, args.out)
-    logging.info("%s: %d rows -> %s", args.benchmark, count, args.out)
+    name: str
+    help: str
+    arguments: tuple[tuple[tuple[str, ...], dict[str, Any]], ...]
+    run: Callable[[argparse.Namespace], None]
 
 
-def _build_base(args: argparse.Namespace) -> None:
-    from cptlab.base_model import build_base
+COMMANDS: dict[str, Command] = {}
 
-    config = load_config(args.config)
-    manifest = build_base(config, args.data_dir, args.out, threads=args.threads)
-    print(json.dumps({"bounds_ok": manifest["bounds_ok"], "seconds": manifest["seconds"]}))
+
+def arg(*flags: str, **options: Any) -> tuple[tuple[str, ...], dict[str, Any]]:
+    """One argument of a subcommand, as `argparse.ArgumentParser.add_argument` takes it."""
+    return flags, options
+
+
+def command(name: str, help: str, *arguments: tuple) -> Callable:
+    """Register the decorated function as subcommand `name`.
+
+    Keep cptlab (and heavy) imports inside the function: every `cptlab` call imports every
+    command module, so what one imports at its top level is code of every job, and a change to
+    it reruns them all (cptlab.provenance)."""
+
+    def register(run: Callable[[argparse.Namespace], None]) -> Callable:
+        if name in COMMANDS:
+            raise ValueError(f"cptlab subcommand {name!r} registered twice")
+        COMMANDS[name] = Command(name, help, tuple(arguments), run)
+        return run
+
+    return register
+
+
+# Arguments several subcommands share.
+CONFIG = arg(
+    "--config", required=True, help="experiment config (YAML, or results/<exp>/config.json)"
+)
+THREADS = arg("--threads", type=int, default=1, help="torch threads (Snakemake threads)")
+RESULTS_DIR = arg("--results-dir", required=True, help="the experiment's folder, results/<exp>")
 
 
 def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(prog="cptlab", description=__doc__)
+    for module in COMMAND_MODULES:
+        importlib.import_module(module)
+    top = argparse.ArgumentParser(prog="cptlab", description=__doc__.split("\n")[0])
     top.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = top.add_subparsers(dest="command", required=True)
-
-    p = sub.add_parser("prepare-data", help="write one benchmark as canonical JSONL")
-    p.add_argument("--config", required=True)
-    p.add_argument("--benchmark", required=True, help="registry name, e.g. math_train")
-    p.add_argument("--out", required=True, help="output .jsonl file")
-    p.set_defaults(run=_prepare_data)
-
-    p = sub.add_parser("build-base", help="build, measure and save the embedded base model")
-    p.add_argument("--config", required=True)
-    p.add_argument("--data-dir", required=True, help="folder of prepared <benchmark>.jsonl")
-    p.add_argument("--out", required=True, help="output model folder (manifest.json last)")
-    p.add_argument("--threads", type=int, default=1, help="torch threads (Snakemake threads)")
-    p.set_defaults(run=_build_base)
-
-    add_train_stage_parser(sub)
-    add_eval_parsers(sub)
-    add_drift_parsers(sub)
+    for cmd in COMMANDS.values():
+        p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.help)
+        for flags, options in cmd.arguments:
+            p.add_argument(*flags, **options)
+        p.set_defaults(run=cmd.run)
     return top
 
 
@@ -62,8 +95,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         args.run(args)
-    except (ConfigError, RowError, KeyError, FileNotFoundError, ValueError) as err:
-        # Bad input: one clear line naming the problem, no traceback.
+    except StageError as err:
+        print(f"cptlab {args.command}: {type(err).__name__}: {err}", file=sys.stderr)
+        return 3
+    except (InputError, FileNotFoundError, KeyError, ValueError) as err:
+        # Bad input: one clear line naming the problem, no traceback. KeyError and ValueError
+        # are what the registries and parsers raise for an unknown name or a malformed value.
         message = err.args[0] if isinstance(err, KeyError) and err.args else err
         print(f"cptlab {args.command}: error: {message}", file=sys.stderr)
         return 2

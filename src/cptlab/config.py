@@ -1,18 +1,38 @@
-"""Load a YAML config and validate it against the JSON schema; errors name the bad key."""
+"""Load an experiment config: YAML (or JSON) files, `extends:` overlays, overrides, then
+validation against the JSON schema and the registries. Every error names the file and key.
+
+An overlay config states only what it changes:
+
+    extends: config.yaml          # a path relative to this file
+    experiment: learning
+    run: {sequence: [math]}
+
+`merge` applies it over its parent: mappings merge key by key (except those in
+REPLACED_MAPPINGS, which are one value each), anything else, lists included, replaces. The
+Snakefile resolves `--configfile` with the same function, so both read the same config.
+"""
 
 from __future__ import annotations
 
+import copy
 import json
+from collections.abc import Mapping, Sequence
 from importlib.resources import files
 from pathlib import Path
 
 import jsonschema
 import yaml
 
+from cptlab.errors import InputError
+
 SCHEMA_PATH = files("cptlab") / "schemas" / "config.schema.yaml"
+EXTENDS = "extends"
+# Mappings that are a single setting: an overlay (or a method's `training`) that gives one
+# means exactly these alarms, not the parent's plus these.
+REPLACED_MAPPINGS = frozenset({"thresholds"})
 
 
-class ConfigError(ValueError):
+class ConfigError(InputError):
     """The config breaks the schema or names something unknown; the message says where."""
 
 
@@ -20,7 +40,60 @@ def schema() -> dict:
     return yaml.safe_load(SCHEMA_PATH.read_text())
 
 
+def merge(base: Mapping, override: Mapping) -> dict:
+    """`override` over `base`: nested mappings merge key by key, other values replace."""
+    out = copy.deepcopy(dict(base))
+    for key, value in override.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            if key not in REPLACED_MAPPINGS:
+                out[key] = merge(out[key], value)
+                continue
+        out[key] = copy.deepcopy(value)
+    return out
+
+
+def read_config_file(path: str | Path, _chain: tuple[Path, ...] = ()) -> dict:
+    """One config file with its `extends:` chain resolved (not validated)."""
+    path = Path(path)
+    if not path.is_file():
+        via = f" (extended by {_chain[-1]})" if _chain else ""
+        raise ConfigError(f"{path}: no such config file{via}")
+    resolved = path.resolve()
+    if resolved in _chain:
+        loop = " -> ".join(str(p) for p in (*_chain, resolved))
+        raise ConfigError(f"{path}: `extends` loops back to itself ({loop})")
+    text = path.read_text()
+    try:
+        # JSON is read as JSON: YAML 1.1 would take a number such as 3e-05 for a string.
+        config = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (yaml.YAMLError, json.JSONDecodeError) as err:
+        kind = "JSON" if path.suffix == ".json" else "YAML"
+        raise ConfigError(f"{path}: not valid {kind} ({' '.join(str(err).split())})") from None
+    if not isinstance(config, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
+    parent = config.pop(EXTENDS, None)
+    if parent is None:
+        return config
+    if not isinstance(parent, str):
+        raise ConfigError(f"{path}: `extends` must be a path, got {parent!r}")
+    return merge(read_config_file(path.parent / parent, (*_chain, resolved)), config)
+
+
+def load_config(paths: str | Path | Sequence[str | Path], overrides: Mapping | None = None) -> dict:
+    """The validated config of `paths` (later files merged over earlier ones, each with its
+    `extends:` chain), with `overrides` (Snakemake's --config) merged last."""
+    if isinstance(paths, str | Path):
+        paths = [paths]
+    config: dict = {}
+    for path in paths:
+        config = merge(config, read_config_file(path))
+    if overrides:
+        config = merge(config, overrides)
+    return validate_config(config, ", ".join(str(p) for p in paths))
+
+
 def validate_config(config: dict, source: str = "config") -> dict:
+    """`config` if it follows the schema and names only known things, else ConfigError."""
     validator = jsonschema.Draft202012Validator(schema())
     errors = sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
     if errors:
@@ -32,17 +105,14 @@ def validate_config(config: dict, source: str = "config") -> dict:
 
 def _check_names(config: dict, source: str) -> None:
     from cptlab.domains import BENCHMARKS
+    from cptlab.plan import datasets
 
-    for domain, spec in config["data"]["domains"].items():
-        names = (
-            ([spec["train"]] if "train" in spec else []) + spec.get("id", []) + spec.get("ood", [])
-        )
-        for name in names:
-            if name not in BENCHMARKS:
-                raise ConfigError(
-                    f"{source}: data.domains.{domain} names unknown benchmark {name!r}; "
-                    f"known: {sorted(BENCHMARKS)}"
-                )
+    for data_set in datasets(config):
+        if data_set.name not in BENCHMARKS:
+            raise ConfigError(
+                f"{source}: data.domains.{data_set.domain} names unknown benchmark "
+                f"{data_set.name!r}; known: {sorted(BENCHMARKS)}"
+            )
     run = config.get("run")
     if run is None:
         return
@@ -59,35 +129,3 @@ def _check_names(config: dict, source: str) -> None:
                 f"{source}: run.methods[{k}] is {method!r}, not a key of `methods` "
                 f"({sorted(config.get('methods', {}))})"
             )
-
-
-def load_config(path: str | Path) -> dict:
-    path = Path(path)
-    text = path.read_text()
-    try:
-        # JSON is read as JSON: YAML 1.1 would take a number such as 3e-05 for a string.
-        config = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (yaml.YAMLError, json.JSONDecodeError) as err:
-        raise ConfigError(f"{path}: not valid {path.suffix[1:].upper() or 'YAML'} ({err})") from err
-    if not isinstance(config, dict):
-        raise ConfigError(f"{path}: expected a mapping at the top level")
-    return validate_config(config, str(path))
-
-
-def benchmarks_in(config: dict) -> list[str]:
-    """Every benchmark the config names, in domain order: train, id, ood."""
-    names = []
-    for spec in config["data"]["domains"].values():
-        names += (
-            ([spec["train"]] if "train" in spec else []) + spec.get("id", []) + spec.get("ood", [])
-        )
-    return names
-
-
-def base_measure_benchmarks(config: dict) -> list[str]:
-    """What `build-base` measures: the first id benchmark of each trained domain and the first
-    ood benchmark of each evaluation-only one (adding a benchmark does not rebuild the base)."""
-    names = []
-    for spec in config["data"]["domains"].values():
-        names += spec.get("id", [])[:1] if "train" in spec else spec.get("ood", [])[:1]
-    return names

@@ -18,11 +18,13 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from cptlab.errors import InputError
+
 REQUIRED_KEYS = ("id", "domain", "benchmark", "prompt", "answer", "metadata")
 ROLES = ("system", "user", "assistant")
 
 
-class RowError(ValueError):
+class RowError(InputError):
     """A row breaks the canonical schema; the message names the row and the problem."""
 
 

@@ -1,26 +1,32 @@
+# The embedded base model, built offline (skipped when base.path names a pretrained model).
+
+BASE_JOB = "base"
+
+
 rule build_base:
     input:
         [data_file(f"{domain}_pretrain") for domain in DOMAINS],
         [data_file(name) for name in base_measure_benchmarks(config)],
+        provenance=provenance(
+            BASE_JOB,
+            "build-base",
+            # Domain order decides the warm-up mixture's order, so it is a setting.
+            lambda wc: {"base": config["base"], "domains": list(DOMAINS)},
+        ),
     output:
-        manifest=base_manifest(),
+        manifest=LAYOUT.base_manifest,
     params:
         config=CONFIG_FILE,
-        data_dir=lambda wc, input: str(Path(input[0]).parent),
+        data_dir=lambda wc, input: str(Layout(LAYOUT.root_in(input[0])).data_dir),
         folder=lambda wc, output: str(Path(output.manifest).parent),
-        base=config["base"],
-        code=code_hash(
-            "base_model.py", "sft.py", "model.py", "tokenizer.py", "chat.py", "generation.py",
-            "metrics.py", "reprompt.py", "verifiers", "sandbox.py", "config.py",
-        ),
     threads: 2
     resources:
         mem_mb=4000,
         runtime=30,
     log:
-        f"logs/{EXPERIMENT}/build_base.log",
+        LAYOUT.log_file(BASE_JOB),
     benchmark:
-        f"benchmarks/{EXPERIMENT}/build_base.tsv"
+        LAYOUT.benchmark_file(BASE_JOB)
     conda:
         "../../envs/cptlab.yaml"
     shell:

@@ -1,62 +1,39 @@
-# Helpers shared by the rules: config validation, paths, and content hashes of the code.
-import hashlib
-import json
+# Helpers shared by the rules: the config, the results layout, resources, and each job's
+# provenance file (what decides its reruns).
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
-from snakemake.utils import validate
 
-from cptlab.config import base_measure_benchmarks, benchmarks_in
+from cptlab.config import ConfigError, load_config
+from cptlab.layout import Layout
+from cptlab.plan import Plan, base_measure_benchmarks, builds_base, datasets, eval_benchmarks
+from cptlab.provenance import SourceTree, write_if_changed
+from cptlab.resources import rule_resources, snakemake_resources
 from cptlab.train.spec import resolve_stage
 
-validate(config, "../schemas/config.schema.yaml")
+# The config as the CLI reads it: the --configfile (default: the embedded one) with its
+# `extends:` chain and the --config overrides. `--configfile other.yaml` replaces the default
+# rather than merging into it (a merge would keep the default's domains and methods).
+try:
+    _config = load_config(
+        workflow.overwrite_configfiles or ["config/config.yaml"],
+        workflow.config_settings.overwrite_config,
+    )
+except ConfigError as err:
+    raise WorkflowError(str(err)) from None
+config.clear()
+config.update(_config)
 
-EXPERIMENT = config["experiment"]
-RESULTS = Path("results") / EXPERIMENT
-
-
-def write_effective_config():
-    """The merged config (config files + --config overrides) as the CLI's --config file.
-    Rewritten only when it changes; rules track the sections they use through params."""
-    path = RESULTS / "config.json"
-    # Key order is kept: domain order decides the warm-up mixture's order (and the tokenizer's
-    # merges), so a sorted copy would build another base than the YAML it came from.
-    text = json.dumps(config, indent=2) + "\n"
-    if not path.exists() or path.read_text() != text:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    return str(path)
-
-
-CONFIG_FILE = write_effective_config()
-
-
-def data_file(name):
-    return str(RESULTS / "data" / f"{name}.jsonl")
-
-
-def base_manifest():
-    return str(RESULTS / "base" / "manifest.json")
-
-
-def code_hash(*modules):
-    """sha256 of the named package sources: a param that reruns a rule when its code changes,
-    compared by content (Snakemake's own code trigger uses mtimes, which a clone resets)."""
-    digest = hashlib.sha256()
-    root = Path(workflow.basedir) / "src" / "cptlab"
-    for module in modules:
-        path = root / module
-        if not path.exists():
-            raise WorkflowError(f"code_hash: {path} does not exist (a rule names a moved module)")
-        for file in sorted(path.rglob("*.py")) if path.is_dir() else [path]:
-            digest.update(file.read_bytes())
-    return digest.hexdigest()[:16]
-
-
-# --- the experiment's shape: chains of stages, checkpoints and their evaluations -------------
-
-SEQUENCE = config["run"]["sequence"]
+LAYOUT = Layout.of(config)
+PLAN = Plan.from_config(config)
+SEQUENCE = PLAN.sequence
 DOMAINS = config["data"]["domains"]
+EVAL_BENCHMARKS = [b.name for b in eval_benchmarks(config)]
+# Key order is kept: domain order decides the warm-up mixture's order (and the tokenizer's
+# merges), so a sorted copy would build another base than the YAML it came from.
+CONFIG_FILE = str(write_if_changed(LAYOUT.config_file, config, sort_keys=False))
+# The sources beside this Snakefile, hashed per subcommand (cptlab.provenance).
+SOURCES = SourceTree(Path(workflow.basedir) / "src" / "cptlab")
 
 
 wildcard_constraints:
@@ -67,31 +44,39 @@ wildcard_constraints:
     domain=r"[A-Za-z0-9_-]+",
 
 
-def eval_benchmarks():
-    """Every id and ood benchmark of every domain: what each checkpoint is evaluated on."""
-    return [name for spec in DOMAINS.values() for name in spec.get("id", []) + spec.get("ood", [])]
+def provenance(job, command, settings=lambda wc: {}):
+    """Input function: the provenance file of `job` (a pattern of the rule's wildcards), holding
+    `settings(wildcards)` and the code hash of `command`; rewritten only when they change."""
+
+    def provenance_file(wc):
+        record = {"command": command, "code": SOURCES.code_hash(command), "settings": settings(wc)}
+        return str(write_if_changed(LAYOUT.provenance_file(job.format(**wc)), record))
+
+    return provenance_file
 
 
-def builds_base():
-    return "path" not in config["base"]
+# --- checkpoints: the base and the chains of stages ------------------------------------------
+
+
+def data_file(name):
+    return str(LAYOUT.data_file(name))
 
 
 def base_model():
     """The base checkpoint: built into results/, or a local folder / hub name from the config."""
-    return str(RESULTS / "base") if builds_base() else config["base"]["path"]
+    return str(LAYOUT.base_dir) if builds_base(config) else config["base"]["path"]
 
 
 def base_inputs():
-    return [base_manifest()] if builds_base() else []
+    return [str(LAYOUT.base_manifest)] if builds_base(config) else []
 
 
 def stage_dir(method, seed, stage):
-    stage = int(stage)
-    return str(RESULTS / "runs" / method / f"seed{seed}" / f"stage{stage}_{SEQUENCE[stage - 1]}")
+    return str(LAYOUT.stage_dir(method, seed, stage, SEQUENCE[int(stage) - 1]))
 
 
 def stage_manifest(method, seed, stage):
-    return f"{stage_dir(method, seed, stage)}/manifest.json"
+    return str(LAYOUT.stage_manifest(method, seed, stage, SEQUENCE[int(stage) - 1]))
 
 
 def previous_checkpoint(wc):
@@ -105,58 +90,80 @@ def previous_inputs(wc):
     return base_inputs() if stage == 1 else [stage_manifest(wc.method, wc.seed, stage - 1)]
 
 
+def all_stage_manifests():
+    return [str(LAYOUT.stage_manifest(*stage)) for stage in PLAN.trained_stages]
+
+
+def checkpoint_evals():
+    """Every evaluation file: the base's (shared by all methods) and each stage's."""
+    base = [str(LAYOUT.eval_file(b)) for b in EVAL_BENCHMARKS]
+    return base + [
+        str(LAYOUT.eval_file(b, m, s, k))
+        for m, s, k, _ in PLAN.trained_stages
+        for b in EVAL_BENCHMARKS
+    ]
+
+
 def stage_settings(method, domain):
     """What one stage's training depends on: its method and training keys resolved for this
     domain (another domain's step count is not among them, so changing it reruns only that
     domain's stages)."""
     settings = resolve_stage(config, method, domain).as_dict()
     settings["training"] = {k: v for k, v in settings["training"].items() if k != "domain_steps"}
-    return json.loads(json.dumps(settings, sort_keys=True, default=str))
+    return settings
 
 
-def resource(rule_kind, key, default=None):
-    return config.get("resources", {}).get(rule_kind, {}).get(key, default)
+# --- what each kind of job depends on (its provenance settings) ---------------------------
 
 
-def job_resources(rule_kind, runtime=60, mem_mb=4000):
-    """Snakemake resources of a rule kind from config.resources; retries extend the runtime.
-    CPU-only jobs (gpu 0) get no GPU keys, so the SLURM executor asks for none."""
-    res = {
-        "runtime": lambda wc, attempt: resource(rule_kind, "runtime", runtime) * attempt,
-        "mem_mb": resource(rule_kind, "mem_mb", mem_mb),
+def data_settings(wc):
+    """What preparing one benchmark reads: the data seed, its split's size and its options."""
+    from cptlab.domains import get_benchmark
+
+    data = config["data"]
+    return {
+        "seed": data["seed"],
+        "size": data.get("sizes", {}).get(get_benchmark(wc.benchmark).split),
+        "options": data.get("options", {}).get(wc.benchmark),
     }
-    gpus = resource(rule_kind, "gpu", 0)
-    if gpus:
-        res["gpu"] = gpus
-        for key in ("gpu_model", "cpus_per_gpu"):
-            if resource(rule_kind, key) is not None:
-                res[key] = resource(rule_kind, key)
-    for key in ("slurm_partition", "slurm_account"):
-        if resource(rule_kind, key) is not None:
-            res[key] = resource(rule_kind, key)
-    return res
+
+def train_settings(wc):
+    return {
+        **stage_settings(wc.method, wc.domain),
+        "start": previous_checkpoint(wc),
+        "anchor": config["run"].get("anchor", base_model()),
+        "launcher": launcher("train"),
+    }
+
+def evaluation_settings(checkpoint):
+    return lambda wc: {"evaluation": config.get("evaluation", {}), "checkpoint": checkpoint(wc)}
+
+def plan_settings(wc):
+    """What the tables and figures read of the config: the chains and the benchmarks."""
+    return {"run": config["run"], "benchmarks": [vars(b) for b in eval_benchmarks(config)]}
+
+def drift_settings(wc):
+    """The drift section and the collapse monitor's n-gram size and format tokens."""
+    collapse = config.get("training", {}).get("collapse", {})
+    return {"drift": config.get("drift", {}), "collapse": collapse, "base": base_model()}
 
 
-def launcher(rule_kind):
+# --- resources --------------------------------------------------------------------------------
+
+
+def threads(kind):
+    return rule_resources(config, kind)["threads"]
+
+
+def resources(kind):
+    return snakemake_resources(config, kind)
+
+
+def results_dir(wc, output):
+    """The experiment's folder as the job sees it (cptlab.layout.Layout.root_in)."""
+    return str(LAYOUT.root_in(output[0]))
+
+
+def launcher(kind):
     """Command prefix of a job, e.g. `accelerate launch ...` for multi-GPU training."""
-    return resource(rule_kind, "launcher", "")
-
-
-def all_stage_manifests():
-    return [
-        stage_manifest(m, s, k)
-        for m in config["run"]["methods"]
-        for s in config["run"]["seeds"]
-        for k in range(1, len(SEQUENCE) + 1)
-    ]
-
-
-def checkpoint_evals():
-    """Every evaluation file: the base's (shared by all methods) and each stage's."""
-    runs = ["base"] + [
-        f"{m}/seed{s}/stage{k}"
-        for m in config["run"]["methods"]
-        for s in config["run"]["seeds"]
-        for k in range(1, len(SEQUENCE) + 1)
-    ]
-    return [str(RESULTS / "eval" / run / f"{b}.json") for run in runs for b in eval_benchmarks()]
+    return rule_resources(config, kind)["launcher"]

@@ -1,16 +1,18 @@
+# Every data set the config names, as canonical rows.
+
+DATA_JOB = "data/{benchmark}"
+
+
+
 rule prepare_data:
+    input:
+        provenance=provenance(DATA_JOB, "prepare-data", data_settings),
     output:
-        data_file("{benchmark}"),
+        LAYOUT.data_file("{benchmark}"),
     params:
         config=CONFIG_FILE,
-        code=code_hash("domains", "rows.py", "data.py"),
-        data=lambda wc: {
-            "seed": config["data"]["seed"],
-            "sizes": config["data"].get("sizes"),
-            "options": config["data"].get("options", {}).get(wc.benchmark),
-        },
     log:
-        f"logs/{EXPERIMENT}/prepare_data/{{benchmark}}.log",
+        LAYOUT.log_file(DATA_JOB),
     conda:
         "../../envs/cptlab.yaml"
     shell:

@@ -1,31 +1,31 @@
 # Every checkpoint on every benchmark: one job per (checkpoint, benchmark), so adding a
 # benchmark adds only its jobs. The base's evaluations are shared by every method and seed.
 
-EVALUATE_CODE = code_hash(
-    "evaluate.py", "eval_cli.py", "generation.py", "backends", "metrics.py", "verifiers",
-    "sandbox.py", "chat.py", "tokenizer.py",
-)
+EVAL_BASE_JOB = "evaluate/base/{benchmark}"
+EVAL_STAGE_JOB = "evaluate/{method}/seed{seed}/stage{stage}/{benchmark}"
+
 
 
 rule evaluate_base:
     input:
         checkpoint=base_inputs(),
         data=data_file("{benchmark}"),
+        provenance=provenance(
+            EVAL_BASE_JOB, "evaluate", evaluation_settings(lambda wc: base_model())
+        ),
     output:
-        scores=RESULTS / "eval/base/{benchmark}.json",
-        responses=RESULTS / "eval/base/{benchmark}.responses.jsonl",
+        scores=LAYOUT.eval_file("{benchmark}"),
+        responses=LAYOUT.responses_file("{benchmark}"),
     params:
         config=CONFIG_FILE,
         checkpoint=lambda wc: base_model(),
-        evaluation=config.get("evaluation", {}),
-        code=EVALUATE_CODE,
-    threads: resource("evaluate", "threads", 1)
+    threads: threads("evaluate")
     resources:
-        **job_resources("evaluate", runtime=30),
+        **resources("evaluate"),
     log:
-        f"logs/{EXPERIMENT}/evaluate/base/{{benchmark}}.log",
+        LAYOUT.log_file(EVAL_BASE_JOB),
     benchmark:
-        f"benchmarks/{EXPERIMENT}/evaluate/base/{{benchmark}}.tsv"
+        LAYOUT.benchmark_file(EVAL_BASE_JOB)
     conda:
         "../../envs/cptlab.yaml"
     shell:
@@ -38,15 +38,18 @@ use rule evaluate_base as evaluate_stage with:
     input:
         checkpoint=lambda wc: stage_manifest(wc.method, wc.seed, wc.stage),
         data=data_file("{benchmark}"),
+        provenance=provenance(
+            EVAL_STAGE_JOB,
+            "evaluate",
+            evaluation_settings(lambda wc: stage_dir(wc.method, wc.seed, wc.stage)),
+        ),
     output:
-        scores=RESULTS / "eval/{method}/seed{seed}/stage{stage}/{benchmark}.json",
-        responses=RESULTS / "eval/{method}/seed{seed}/stage{stage}/{benchmark}.responses.jsonl",
+        scores=LAYOUT.eval_file("{benchmark}", "{method}", "{seed}", "{stage}"),
+        responses=LAYOUT.responses_file("{benchmark}", "{method}", "{seed}", "{stage}"),
     params:
         config=CONFIG_FILE,
         checkpoint=lambda wc: stage_dir(wc.method, wc.seed, wc.stage),
-        evaluation=config.get("evaluation", {}),
-        code=EVALUATE_CODE,
     log:
-        f"logs/{EXPERIMENT}/evaluate/{{method}}/seed{{seed}}/stage{{stage}}/{{benchmark}}.log",
+        LAYOUT.log_file(EVAL_STAGE_JOB),
     benchmark:
-        f"benchmarks/{EXPERIMENT}/evaluate/{{method}}/seed{{seed}}/stage{{stage}}/{{benchmark}}.tsv"
+        LAYOUT.benchmark_file(EVAL_STAGE_JOB)

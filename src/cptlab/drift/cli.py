@@ -1,23 +1,20 @@
-"""The drift subcommands. Hook them into cptlab/cli.py's parser():
+"""The drift subcommands.
 
-from cptlab.drift.cli import add_drift_parsers
-add_drift_parsers(sub)
+The workflow's (one process per chain, so the embedder loads once):
+
+drift-chain         parameter / response drift and collapse forensics of every stage of one chain
+dataset-distance    MMD / t-SNE of every data set of data.domains, gain and forgetting vs MMD
+drift-figures       the drift figures from the tables of the two above
+
+The same analyses on files of your choice:
 
 drift-params        per-matrix parameter drift of a checkpoint against a reference (CSV), and
                     optionally its means per layer type and per layer
 drift-responses     per-item response similarity to the reference model's responses (CSV)
-dataset-distance    pairwise MMD between prompt sets (CSV), t-SNE map (CSV), optionally gain and
+dataset-mmd         pairwise MMD between prompt sets (CSV), t-SNE map (CSV), optionally gain and
                     forgetting against MMD with the fitted trends
 collapse-forensics  the forensics report of a responses file (JSON), optionally the artifact's
                     trend over steps from a train log and from per-step responses (CSV)
-
-The workflow's (cptlab.drift.run; one process per chain, so the embedder loads once):
-
-drift-chain           every analysis above for every stage of one chain (method x seed)
-dataset-distance-all  MMD / t-SNE of every data set of data.domains, gain and forgetting vs MMD
-drift-figures         the drift figures from the tables of the two above
-
-Bad input raises FileNotFoundError or ValueError with a message naming the file.
 """
 
 from __future__ import annotations
@@ -25,6 +22,13 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+
+from cptlab.cli import CONFIG, RESULTS_DIR, THREADS, arg, command
+
+# The settings' defaults are DriftSettings' (None below means "use it"): importing it here would
+# make it code of every job (cptlab.cli.command).
+EMBEDDER_HELP = "minilm (all-MiniLM-L6-v2, offline), hashing (lexical fallback) or none"
+CONFIG_EMBEDDER = arg("--embedder", default=None, help=EMBEDDER_HELP + " (default: the config's)")
 
 
 def _pairs(values: list[str] | None, what: str) -> dict[str, str]:
@@ -48,19 +52,125 @@ def _set_threads(threads: int) -> None:
     torch.set_num_threads(threads)
 
 
-def _drift_params(args: argparse.Namespace) -> None:
-    from cptlab.drift.io import write_table
+def _embedder(name: str, device: str):
+    from cptlab.drift.embedders import get_embedder
+
+    return get_embedder(name, device)
+
+
+def _settings(args: argparse.Namespace):
+    """DriftSettings with the values given on the command line."""
+    from dataclasses import fields
+
+    from cptlab.drift.settings import DriftSettings
+
+    given = {f.name: getattr(args, f.name, None) for f in fields(DriftSettings)}
+    return DriftSettings(**{k: v for k, v in given.items() if v is not None})
+
+
+# ----- the workflow's ---------------------------------------------------------------------------
+
+
+@command(
+    "drift-chain",
+    "parameter / response drift and collapse forensics of every stage of one chain",
+    CONFIG,
+    arg("--method", required=True, help="a key of run.methods"),
+    arg("--seed", type=int, required=True, help="a training seed of run.seeds"),
+    RESULTS_DIR,
+    CONFIG_EMBEDDER,
+    arg("--device", default="auto", help="SVDs and embedder: auto, cpu, cuda, ..."),
+    THREADS,
+)
+def drift_chain(args: argparse.Namespace) -> None:
+    from cptlab.config import load_config
+    from cptlab.drift.chain import drift_chain
+    from cptlab.layout import Layout
+
+    manifest = drift_chain(
+        load_config(args.config),
+        args.method,
+        args.seed,
+        Layout(args.results_dir),
+        threads=args.threads,
+        embedder=args.embedder,
+        device=args.device,
+    )
+    print(json.dumps({k: manifest[k] for k in ("method", "seed", "embedder", "seconds")}))
+
+
+@command(
+    "dataset-distance",
+    "MMD / t-SNE of every data set of data.domains; gain and forgetting vs MMD",
+    CONFIG,
+    RESULTS_DIR,
+    CONFIG_EMBEDDER,
+    arg("--device", default="auto", help="embedder device"),
+    THREADS,
+)
+def dataset_distance(args: argparse.Namespace) -> None:
+    from cptlab.config import load_config
+    from cptlab.drift.dataset_distance import dataset_distance
+    from cptlab.layout import Layout
+
+    manifest = dataset_distance(
+        load_config(args.config),
+        Layout(args.results_dir),
+        embedder=args.embedder,
+        threads=args.threads,
+        device=args.device,
+    )
+    print(json.dumps({k: manifest[k] for k in ("embedder", "seconds")}))
+
+
+@command("drift-figures", "drift figures (PNG + PDF), manifest last", CONFIG, RESULTS_DIR)
+def drift_figures(args: argparse.Namespace) -> None:
+    from cptlab.config import load_config
+    from cptlab.drift.plots import drift_figures
+    from cptlab.layout import Layout
+
+    manifest = drift_figures(load_config(args.config), Layout(args.results_dir))
+    print(json.dumps({"files": len(manifest["files"]), "missing": manifest["missing_inputs"]}))
+
+
+# ----- on files of your choice ------------------------------------------------------------------
+
+
+@command(
+    "drift-params",
+    "per-matrix parameter drift of a checkpoint against a reference",
+    arg("--checkpoint", required=True, help="model folder (or .safetensors file)"),
+    arg("--reference", required=True, help="the reference W0 (base or previous stage)"),
+    arg("--out", required=True, help="per-matrix table (.csv)"),
+    arg("--by-type-out", default=None, help="means per layer type (.csv)"),
+    arg("--by-layer-out", default=None, help="means per layer (.csv)"),
+    arg("--k", type=int, default=None, help="rank of the principal subspaces (default 64)"),
+    arg("--alpha", type=float, default=None, help="principal-mask share (default 0.05)"),
+    arg(
+        "--update-threshold",
+        type=float,
+        default=None,
+        help="relative change that counts as an update (default 1e-3)",
+    ),
+    arg("--svd-method", default=None, help="auto (default), full or randomized"),
+    arg("--device", default="auto", help="auto (CUDA if available), cpu, cuda, ..."),
+    arg("--seed", type=int, default=0, help="randomized-SVD test matrix seed"),
+    THREADS,
+)
+def drift_params(args: argparse.Namespace) -> None:
     from cptlab.drift.parameters import aggregate_drift, parameter_drift
+    from cptlab.drift.tables import write_table
 
     _set_threads(args.threads)
+    settings = _settings(args)
     df = parameter_drift(
         Path(args.checkpoint),
         Path(args.reference),
-        k=args.k,
-        alpha=args.alpha,
-        update_threshold=args.update_threshold,
+        k=settings.k,
+        alpha=settings.alpha,
+        update_threshold=settings.update_threshold,
         device=args.device,
-        svd_method=args.svd_method,
+        svd_method=settings.svd_method,
         seed=args.seed,
         out=args.out,
     )
@@ -72,15 +182,20 @@ def _drift_params(args: argparse.Namespace) -> None:
     print(json.dumps({m: float(overall[m]) for m in ("nss", "max_pa_left", "rel_frobenius")}))
 
 
-def _embedder(name: str, device: str):
-    from cptlab.drift.embedders import load_embedder
-
-    return None if name == "none" else load_embedder(name, device=device)
-
-
-def _drift_responses(args: argparse.Namespace) -> None:
-    from cptlab.drift.io import write_json
+@command(
+    "drift-responses",
+    "per-item similarity of responses to the reference model's",
+    arg("--responses", required=True, help="the checkpoint's responses (.jsonl)"),
+    arg("--reference", required=True, help="the reference model's responses (.jsonl)"),
+    arg("--out", required=True, help="per-item table (.csv)"),
+    arg("--summary-out", default=None, help="median/mean/p10/p90 in %% (.json)"),
+    arg("--embedder", default="minilm", help=EMBEDDER_HELP),
+    arg("--device", default="cpu", help="embedder device"),
+    THREADS,
+)
+def drift_responses(args: argparse.Namespace) -> None:
     from cptlab.drift.responses import response_drift, summarize_similarity
+    from cptlab.drift.tables import write_json
 
     _set_threads(args.threads)
     df = response_drift(
@@ -95,23 +210,49 @@ def _drift_responses(args: argparse.Namespace) -> None:
     print(json.dumps(summary))
 
 
-def _dataset_distance(args: argparse.Namespace) -> None:
+@command(
+    "dataset-mmd",
+    "pairwise MMD and t-SNE map of data sets' prompt embeddings",
+    arg(
+        "--data",
+        nargs="+",
+        required=True,
+        help="NAME=PATH or PATH (named by its stem) of prepared .jsonl rows",
+    ),
+    arg("--mmd-out", required=True, help="square MMD^2 table (.csv)"),
+    arg("--tsne-out", required=True, help="t-SNE coordinates (.csv)"),
+    arg("--embedder", default="minilm", help="minilm or hashing"),
+    arg("--device", default="cpu", help="embedder device"),
+    arg("--seed", type=int, default=0),
+    arg("--max-samples", type=int, default=None, help="prompts per set for the MMD (1000)"),
+    arg("--tsne-points", type=int, default=None, help="prompts per set on the map (300)"),
+    arg(
+        "--relative",
+        default=None,
+        help="relative performance .csv with columns source, target, relative",
+    ),
+    arg("--trend-table-out", default=None, help="joined gain/forgetting/MMD (.csv)"),
+    arg("--trend-out", default=None, help="fitted trends (.json)"),
+    THREADS,
+)
+def dataset_mmd(args: argparse.Namespace) -> None:
     import pandas as pd
 
-    from cptlab.drift.datasets import dataset_distances, gain_forgetting_vs_mmd
-    from cptlab.drift.io import read_prompts, write_json, write_table
+    from cptlab.drift.distances import dataset_distances, gain_forgetting_vs_mmd
+    from cptlab.drift.tables import read_prompts, write_json, write_table
 
     _set_threads(args.threads)
     files = _pairs(args.data, "--data")
     if len(files) < 2:
         raise ValueError("--data: need at least two data sets")
     prompts = {name: read_prompts(path) for name, path in files.items()}
+    settings = _settings(args)
     mmd, tsne = dataset_distances(
         prompts,
         _embedder(args.embedder, args.device),
         seed=args.seed,
-        max_samples=args.max_samples,
-        tsne_points=args.tsne_points,
+        max_samples=settings.max_samples,
+        tsne_points=settings.tsne_points,
     )
     write_table(mmd, args.mmd_out, index=True)
     write_table(tsne, args.tsne_out)
@@ -129,7 +270,42 @@ def _dataset_distance(args: argparse.Namespace) -> None:
             write_json(trends, args.trend_out)
 
 
-def _collapse_forensics(args: argparse.Namespace) -> None:
+@command(
+    "collapse-forensics",
+    "repeated n-grams, format violations, degenerate outputs",
+    arg("--responses", required=True, help="a checkpoint's responses (.jsonl)"),
+    arg("--out", required=True, help="forensics report (.json)"),
+    arg("--ngram", type=int, default=4),
+    arg(
+        "--format-token",
+        action="append",
+        default=None,
+        help="NAME=TEXT counted per completion (repeatable; default boxed=\\boxed)",
+    ),
+    arg(
+        "--format-regex",
+        default=None,
+        help="a completion follows the format when this regex matches (default: "
+        "the verifier's reasons)",
+    ),
+    arg(
+        "--max-format-repeats",
+        type=int,
+        default=3,
+        help="more occurrences of one format token flag a degenerate output",
+    ),
+    arg("--log", default=None, help="train_log.jsonl of the stage"),
+    arg("--log-prefix", default="collapse/", help="train-log keys to follow"),
+    arg("--log-out", default=None, help="per-step train-log metrics (.csv)"),
+    arg(
+        "--step-responses",
+        nargs="*",
+        default=None,
+        help="STEP=PATH responses saved at training steps",
+    ),
+    arg("--trend-out", default=None, help="artifact frequency per step (.csv)"),
+)
+def collapse_forensics(args: argparse.Namespace) -> None:
     import re
 
     from cptlab.drift.collapse import (
@@ -139,7 +315,7 @@ def _collapse_forensics(args: argparse.Namespace) -> None:
         collapse_forensics,
         most_frequent_artifact,
     )
-    from cptlab.drift.io import read_json_lines, read_responses, write_table
+    from cptlab.drift.tables import read_json_lines, read_responses, write_table
 
     tokens = _pairs(args.format_token, "--format-token") or {"boxed": "\\boxed"}
     format_rule = None
@@ -183,210 +359,3 @@ def _collapse_forensics(args: argparse.Namespace) -> None:
             | {"degenerate_share": report["degenerate"]["share"]}
         )
     )
-
-
-def _load_config(path: str) -> dict:
-    from cptlab.config import load_config
-
-    return load_config(path)
-
-
-def _drift_chain(args: argparse.Namespace) -> None:
-    from cptlab.drift.run import drift_chain
-
-    manifest = drift_chain(
-        _load_config(args.config),
-        args.method,
-        args.seed,
-        args.results_dir,
-        args.out_dir,
-        threads=args.threads,
-        embedder=args.embedder,
-        device=args.device,
-    )
-    print(json.dumps({k: manifest[k] for k in ("method", "seed", "embedder", "seconds")}))
-
-
-def _dataset_distance_all(args: argparse.Namespace) -> None:
-    from cptlab.drift.run import dataset_distance_all
-
-    manifest = dataset_distance_all(
-        _load_config(args.config),
-        args.data_dir,
-        args.scores,
-        args.out_dir,
-        embedder=args.embedder,
-        seed=args.seed,
-        threads=args.threads,
-        device=args.device,
-    )
-    print(json.dumps({k: manifest[k] for k in ("embedder", "seconds")}))
-
-
-def _drift_figures(args: argparse.Namespace) -> None:
-    from cptlab.drift.run import drift_figures
-
-    manifest = drift_figures(_load_config(args.config), args.drift_dir, args.out_dir)
-    print(json.dumps({"files": len(manifest["files"]), "missing": manifest["missing_inputs"]}))
-
-
-def add_drift_parsers(subparsers: argparse._SubParsersAction) -> list[argparse.ArgumentParser]:
-    """Add the drift subcommands to `subparsers` (the parser's `add_subparsers()`)."""
-    from cptlab.drift.defaults import (
-        DEFAULT_ALPHA,
-        DEFAULT_K,
-        DEFAULT_UPDATE_THRESHOLD,
-        SVD_METHODS,
-    )
-
-    parsers = []
-    p = subparsers.add_parser(
-        "drift-params", help="per-matrix parameter drift of a checkpoint against a reference"
-    )
-    p.add_argument("--checkpoint", required=True, help="model folder (or .safetensors file)")
-    p.add_argument("--reference", required=True, help="the reference W0 (base or previous stage)")
-    p.add_argument("--out", required=True, help="per-matrix table (.csv)")
-    p.add_argument("--by-type-out", default=None, help="means per layer type (.csv)")
-    p.add_argument("--by-layer-out", default=None, help="means per layer (.csv)")
-    p.add_argument("--k", type=int, default=DEFAULT_K, help="rank of the principal subspaces")
-    p.add_argument("--alpha", type=float, default=DEFAULT_ALPHA, help="principal-mask share")
-    p.add_argument(
-        "--update-threshold",
-        type=float,
-        default=DEFAULT_UPDATE_THRESHOLD,
-        help="relative change that counts as an update",
-    )
-    p.add_argument("--svd-method", choices=SVD_METHODS, default="auto")
-    p.add_argument("--device", default="auto", help="auto (CUDA if available), cpu, cuda, ...")
-    p.add_argument("--seed", type=int, default=0, help="randomized-SVD test matrix seed")
-    p.add_argument("--threads", type=int, default=1, help="torch threads (Snakemake threads)")
-    p.set_defaults(run=_drift_params)
-    parsers.append(p)
-
-    embedder_help = "minilm (all-MiniLM-L6-v2, offline), hashing (lexical fallback), none"
-    p = subparsers.add_parser(
-        "drift-responses", help="per-item similarity of responses to the reference model's"
-    )
-    p.add_argument("--responses", required=True, help="the checkpoint's responses (.jsonl)")
-    p.add_argument("--reference", required=True, help="the reference model's responses (.jsonl)")
-    p.add_argument("--out", required=True, help="per-item table (.csv)")
-    p.add_argument("--summary-out", default=None, help="median/mean/p10/p90 in %% (.json)")
-    p.add_argument(
-        "--embedder", choices=("minilm", "hashing", "none"), default="minilm", help=embedder_help
-    )
-    p.add_argument("--device", default="cpu", help="embedder device")
-    p.add_argument("--threads", type=int, default=1, help="torch threads (Snakemake threads)")
-    p.set_defaults(run=_drift_responses)
-    parsers.append(p)
-
-    p = subparsers.add_parser(
-        "dataset-distance", help="pairwise MMD and t-SNE map of data sets' prompt embeddings"
-    )
-    p.add_argument(
-        "--data",
-        nargs="+",
-        required=True,
-        help="NAME=PATH or PATH (named by its stem) of prepared .jsonl rows",
-    )
-    p.add_argument("--mmd-out", required=True, help="square MMD^2 table (.csv)")
-    p.add_argument("--tsne-out", required=True, help="t-SNE coordinates (.csv)")
-    p.add_argument(
-        "--embedder", choices=("minilm", "hashing"), default="minilm", help=embedder_help
-    )
-    p.add_argument("--device", default="cpu", help="embedder device")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--max-samples", type=int, default=1000, help="prompts per set for the MMD")
-    p.add_argument("--tsne-points", type=int, default=300, help="prompts per set on the map")
-    p.add_argument(
-        "--relative",
-        default=None,
-        help="relative performance .csv with columns source, target, relative",
-    )
-    p.add_argument("--trend-table-out", default=None, help="joined gain/forgetting/MMD (.csv)")
-    p.add_argument("--trend-out", default=None, help="fitted trends (.json)")
-    p.add_argument("--threads", type=int, default=1, help="torch threads (Snakemake threads)")
-    p.set_defaults(run=_dataset_distance)
-    parsers.append(p)
-
-    p = subparsers.add_parser(
-        "collapse-forensics", help="repeated n-grams, format violations, degenerate outputs"
-    )
-    p.add_argument("--responses", required=True, help="a checkpoint's responses (.jsonl)")
-    p.add_argument("--out", required=True, help="forensics report (.json)")
-    p.add_argument("--ngram", type=int, default=4)
-    p.add_argument(
-        "--format-token",
-        action="append",
-        default=None,
-        help="NAME=TEXT counted per completion (repeatable; default boxed=\\boxed)",
-    )
-    p.add_argument(
-        "--format-regex",
-        default=None,
-        help="a completion follows the format when this regex matches (default: "
-        "the verifier's reasons)",
-    )
-    p.add_argument(
-        "--max-format-repeats",
-        type=int,
-        default=3,
-        help="more occurrences of one format token flag a degenerate output",
-    )
-    p.add_argument("--log", default=None, help="train_log.jsonl of the stage")
-    p.add_argument("--log-prefix", default="collapse/", help="train-log keys to follow")
-    p.add_argument("--log-out", default=None, help="per-step train-log metrics (.csv)")
-    p.add_argument(
-        "--step-responses",
-        nargs="*",
-        default=None,
-        help="STEP=PATH responses saved at training steps",
-    )
-    p.add_argument("--trend-out", default=None, help="artifact frequency per step (.csv)")
-    p.set_defaults(run=_collapse_forensics)
-    parsers.append(p)
-
-    config_embedder = "embedder (default: the config's drift.embedder, else minilm)"
-    p = subparsers.add_parser(
-        "drift-chain",
-        help="parameter / response drift and collapse forensics of every stage of one chain",
-    )
-    p.add_argument("--config", required=True)
-    p.add_argument("--method", required=True, help="a key of run.methods")
-    p.add_argument("--seed", type=int, required=True, help="a training seed of run.seeds")
-    p.add_argument("--results-dir", required=True, help="results/<experiment>")
-    p.add_argument("--out-dir", required=True, help="results/<exp>/drift/<method>/seed<seed>")
-    p.add_argument(
-        "--embedder", choices=("minilm", "hashing", "none"), default=None, help=config_embedder
-    )
-    p.add_argument("--device", default="auto", help="SVDs and embedder: auto, cpu, cuda, ...")
-    p.add_argument("--threads", type=int, default=1, help="torch threads (Snakemake threads)")
-    p.set_defaults(run=_drift_chain)
-    parsers.append(p)
-
-    p = subparsers.add_parser(
-        "dataset-distance-all",
-        help="MMD / t-SNE of every data set of data.domains; gain and forgetting vs MMD",
-    )
-    p.add_argument("--config", required=True)
-    p.add_argument("--data-dir", required=True, help="folder of prepared <data set>.jsonl")
-    p.add_argument("--scores", default=None, help="scores.csv (gain / forgetting vs MMD)")
-    p.add_argument("--out-dir", required=True, help="results/<exp>/drift/datasets")
-    p.add_argument(
-        "--embedder",
-        choices=("minilm", "hashing", "none"),
-        default=None,
-        help=config_embedder + "; none falls back to hashing",
-    )
-    p.add_argument("--device", default="auto", help="embedder device")
-    p.add_argument("--seed", type=int, default=0, help="subsampling and t-SNE seed")
-    p.add_argument("--threads", type=int, default=1, help="torch threads (Snakemake threads)")
-    p.set_defaults(run=_dataset_distance_all)
-    parsers.append(p)
-
-    p = subparsers.add_parser("drift-figures", help="drift figures (PNG + PDF), manifest last")
-    p.add_argument("--config", required=True)
-    p.add_argument("--drift-dir", required=True, help="results/<exp>/drift")
-    p.add_argument("--out-dir", required=True, help="results/<exp>/drift/figures")
-    p.set_defaults(run=_drift_figures)
-    parsers.append(p)
-    return parsers

@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from cptlab.drift.io import read_responses, write_json
+from cptlab.drift.tables import read_responses, write_json
 from cptlab.drift.text import ngrams, repetition_rate, tokenize, top_ngram_share
 
 DEFAULT_FORMAT_TOKENS = {"boxed": "\\boxed"}

@@ -21,9 +21,8 @@ from typing import Protocol
 
 import numpy as np
 
+from cptlab.drift.settings import EMBEDDERS
 from cptlab.drift.text import tokenize
-
-EMBEDDERS = ("minilm", "hashing")
 
 
 class Embedder(Protocol):
@@ -118,3 +117,25 @@ def load_embedder(name: str = "minilm", device: str | None = "cpu") -> Embedder:
     if name == "hashing":
         return HashingEmbedder()
     raise ValueError(f"unknown embedder {name!r}; known: {list(EMBEDDERS)}")
+
+
+_LOADED: dict[tuple[str, str | None], Embedder] = {}
+
+
+def get_embedder(name: str, device: str | None = "auto") -> Embedder | None:
+    """The embedder called `name` ("minilm", "hashing"; "none" gives None), loaded once per
+    process. device "auto": the GPU when there is one (sentence-transformers' choice)."""
+    if name == "none":
+        return None
+    device = None if device == "auto" else device
+    key = (name, device)
+    if key not in _LOADED:
+        _LOADED[key] = load_embedder(name, device=device)
+    return _LOADED[key]
+
+
+def resolve_embedder(embedder: str | Embedder, device: str = "auto") -> tuple[Embedder | None, str]:
+    """(embedder object or None, its name) from a name or an embedder object."""
+    if isinstance(embedder, str):
+        return get_embedder(embedder, device), embedder
+    return embedder, getattr(embedder, "name", type(embedder).__name__)

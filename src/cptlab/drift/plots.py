@@ -1,4 +1,5 @@
-"""The drift figures (each as .png and .pdf) from the tables of cptlab.drift.run.
+"""The drift figures (each as .png and .pdf) from the tables of cptlab.drift.chain and
+cptlab.drift.dataset_distance, as the workflow's `drift-figures` job draws them.
 
     drift_params           parameter drift after each stage, one line per method (mean over seeds,
                            min-max band with several seeds): NSS, max principal angle (left and
@@ -29,15 +30,13 @@ import logging
 from collections.abc import Mapping
 from pathlib import Path
 
-import matplotlib
+import numpy as np
+import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from cptlab.drift.run import ALL  # noqa: E402
-from cptlab.figures import save_figure  # noqa: E402
+from cptlab.artifacts import MANIFEST, write_manifest
+from cptlab.drift.tables import ALL
+from cptlab.layout import Layout
+from cptlab.plotting import plt, save_figure
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +88,7 @@ class DriftTables:
     """The chains' tables, concatenated with method and seed columns (None when no chain has
     the table), and the data-set tables."""
 
-    def __init__(self, config: Mapping, drift_dir: Path) -> None:
+    def __init__(self, config: Mapping, layout: Layout) -> None:
         run = config["run"]
         self.methods = list(run["methods"])
         self.seeds = [int(s) for s in run["seeds"]]
@@ -99,8 +98,8 @@ class DriftTables:
         self.chains: list[tuple[str, int, Path]] = []
         for method in self.methods:
             for seed in self.seeds:
-                folder = drift_dir / method / f"seed{seed}"
-                manifest = folder / "manifest.json"
+                folder = layout.drift_chain_dir(method, seed)
+                manifest = layout.drift_chain_manifest(method, seed)
                 if manifest.is_file():
                     self.chains.append((method, seed, folder))
                     self.artifacts[(method, seed)] = json.loads(manifest.read_text()).get(
@@ -108,9 +107,9 @@ class DriftTables:
                     )
                 else:
                     self.missing.append(str(manifest))
-        self.datasets = drift_dir / "datasets"
-        if not (self.datasets / "manifest.json").is_file():
-            self.missing.append(str(self.datasets / "manifest.json"))
+        self.datasets = layout.dataset_distance_dir
+        if not (self.datasets / MANIFEST).is_file():
+            self.missing.append(str(self.datasets / MANIFEST))
 
     def chain_table(self, name: str) -> pd.DataFrame | None:
         frames = []
@@ -535,9 +534,12 @@ def plot_collapse_stages(t: DriftTables, out_dir: Path) -> list[str]:
     return save_figure(fig, out_dir, "collapse_stages")
 
 
-def make_drift_figures(config: Mapping, drift_dir: Path, out_dir: Path) -> dict:
-    """Draw every figure of FIGURES into `out_dir`; returns the manifest (not written)."""
-    tables = DriftTables(config, drift_dir)
+def drift_figures(config: Mapping, layout: Layout) -> dict:
+    """Draw every figure of FIGURES from the drift tables of `layout` into its drift figures
+    folder, then write manifest.json (returned; it lists the files and the missing inputs)."""
+    out_dir = layout.drift_figures_dir
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tables = DriftTables(config, layout)
     files: list[str] = []
     for plot in (
         plot_params,
@@ -550,10 +552,12 @@ def make_drift_figures(config: Mapping, drift_dir: Path, out_dir: Path) -> dict:
         plot_collapse_stages,
     ):
         files += plot(tables, out_dir)
-    return {
+    manifest = {
         "files": files,
         "figures": list(FIGURES),
         "chains": [f"{m}/seed{s}" for m, s, _ in tables.chains],
         "missing_inputs": tables.missing,
         "artifact": _artifact(tables),
     }
+    write_manifest(out_dir, manifest)
+    return manifest

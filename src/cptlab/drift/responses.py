@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from cptlab.drift.embedders import Embedder
-from cptlab.drift.io import read_responses, write_table
+from cptlab.drift.tables import read_responses, write_table
 from cptlab.drift.text import tokenize
 
 COLUMNS = ("id", "cosine", "rouge_l", "tokens", "reference_tokens")

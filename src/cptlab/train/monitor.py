@@ -21,13 +21,11 @@ import logging
 from collections import Counter
 from dataclasses import dataclass, field
 
+from cptlab.errors import StageError
+
 log = logging.getLogger(__name__)
 
 ACTIONS = ("warn", "stop", "error")
-
-
-class StageError(RuntimeError):
-    """A stage ended abnormally; the message names the step and the cause."""
 
 
 class NonFiniteError(StageError):

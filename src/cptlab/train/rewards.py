@@ -12,7 +12,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from cptlab.metrics import verifier_for
+from cptlab.evaluation.scoring import verifier_for
 from cptlab.verifiers import Verdict, score
 
 

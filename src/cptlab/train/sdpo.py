@@ -32,7 +32,7 @@ from trl.models import prepare_deepspeed, prepare_fsdp
 from trl.trainer.callbacks import SyncRefModelCallback
 from trl.trainer.utils import create_model_from_path, get_config_model_id
 
-from cptlab.reprompt import FEEDBACK_TEMPLATE, REPROMPT_TEMPLATE, SOLUTION_TEMPLATE
+from cptlab.teacher_prompt import FEEDBACK_TEMPLATE, REPROMPT_TEMPLATE, SOLUTION_TEMPLATE
 from cptlab.train.mixin import StageRecorder, StageTrainerMixin
 
 TEACHER_KINDS = {"frozen": "base", "ema": "ema", "live": "live"}  # cptlab name -> TRL's

@@ -4,7 +4,6 @@ of cptlab/schemas/config.schema.yaml). Errors are ConfigError naming the key."""
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
@@ -12,7 +11,7 @@ from typing import Any
 import jsonschema
 
 import cptlab.config
-from cptlab.config import ConfigError
+from cptlab.config import ConfigError, merge
 
 TRAINING_DEFAULTS: dict[str, Any] = {
     "steps": 50,
@@ -110,15 +109,10 @@ def _validate(section: str, value: Any, where: str) -> None:
         raise ConfigError(f"{where}: invalid configuration\n" + "\n".join(lines))
 
 
-def _merge(base: dict, override: dict) -> dict:
-    """Recursive dict merge; `override` wins, nested mappings merge key by key."""
-    out = copy.deepcopy(base)
-    for key, value in override.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict) and key != "thresholds":
-            out[key] = _merge(out[key], value)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
+def training_section(config: dict, source: str = "config") -> dict:
+    """The config's `training` section over TRAINING_DEFAULTS (no method's overrides)."""
+    _validate("training", config.get("training", {}), source)
+    return merge(TRAINING_DEFAULTS, config.get("training", {}))
 
 
 @dataclass(frozen=True)
@@ -163,14 +157,13 @@ def resolve_stage(config: dict, method: str, domain: str, source: str = "config"
             f"{source}: no `methods` section; add e.g. methods: {{grpo: {{trainer: grpo}}}}"
         )
     _validate("methods", methods, source)
-    _validate("training", config.get("training", {}), source)
     if method not in methods:
         raise ConfigError(f"{source}: unknown method {method!r}; known: {sorted(methods)}")
     entry = dict(methods[method])
     trainer = entry.pop("trainer")
     overrides = entry.pop("training", {})
     _validate("training", overrides, f"{source}: methods.{method}.training")
-    training = _merge(_merge(TRAINING_DEFAULTS, config.get("training", {})), overrides)
+    training = merge(training_section(config, source), overrides)
     params = {**METHOD_DEFAULTS[trainer], **entry}
     _check_semantics(trainer, params, training, f"{source}: methods.{method}")
 

@@ -17,7 +17,6 @@ import os
 import random
 import shutil
 import time
-from functools import cache
 from pathlib import Path
 
 import torch
@@ -26,10 +25,11 @@ from datasets import Dataset
 from transformers import AutoModelForCausalLM, TrainerCallback
 from trl import GRPOConfig
 
+from cptlab.artifacts import atomic_write_text, write_manifest
+from cptlab.checkpoints import load_tokenizer
 from cptlab.config import ConfigError
-from cptlab.io import atomic_write_text, write_manifest
+from cptlab.provenance import SourceTree
 from cptlab.rows import read_jsonl
-from cptlab.tokenizer import load_tokenizer
 from cptlab.train.grpo import CptGRPOTrainer, grpo_args
 from cptlab.train.mixin import StageRecorder
 from cptlab.train.monitor import CollapseMonitor
@@ -227,20 +227,9 @@ def _fingerprint(settings, seed, start, anchor_path, data_file: Path) -> dict:
         "data": hashlib.sha256(data_file.read_bytes()).hexdigest(),
         # State written by other code or libraries is not resumed: a rerun after a code change
         # (Snakemake reruns the job) would otherwise continue the old run's checkpoints.
-        "code": code_digest(),
+        "code": SourceTree().code_hash("train-stage"),
         "versions": _versions(),
     }
-
-
-@cache
-def code_digest() -> str:
-    """sha256 of the cptlab package's Python sources."""
-    root = Path(__file__).resolve().parents[1]
-    digest = hashlib.sha256()
-    for path in sorted(root.rglob("*.py")):
-        digest.update(str(path.relative_to(root)).encode())
-        digest.update(path.read_bytes())
-    return digest.hexdigest()
 
 
 def _file_digest(path: Path) -> str | None:
@@ -292,7 +281,7 @@ def train_stage(
     anchor: str | Path | None = None,
     threads: int = 1,
     *,
-    data_dir: str | Path | None = None,
+    data: str | Path,
     callbacks: list[TrainerCallback] | None = None,
 ) -> dict:
     """Train one stage and write `out/` (weights, tokenizer, train_log.jsonl, manifest.json last).
@@ -306,7 +295,7 @@ def train_stage(
     state_dir  resumable trainer state, outside `out`; rerunning after a kill resumes from it
     anchor     the original base model, used when the method's teacher anchor is `base`
     threads    torch CPU threads
-    data_dir   folder of prepared <benchmark>.jsonl (default results/<experiment>/data)
+    data       the prepared rows (JSONL) of the domain's `train` benchmark
     callbacks  extra transformers TrainerCallbacks (tests, profiling)
 
     Returns the manifest. Raises StageError (NonFiniteError, CollapseError) on an abnormal end;
@@ -316,8 +305,7 @@ def train_stage(
     torch.set_num_threads(threads)
     settings = resolve_stage(config, method, domain)
     out, state_dir = Path(out), Path(state_dir)
-    data_dir = Path(data_dir) if data_dir else Path("results") / config["experiment"] / "data"
-    data_file = data_dir / f"{settings.train_benchmark}.jsonl"
+    data_file = Path(data)
     rows = read_jsonl(data_file)
     check_verifiers(rows, str(data_file))
     anchor_path = resolve_anchor(settings, str(start), None if anchor is None else str(anchor))

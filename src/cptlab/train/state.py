@@ -17,12 +17,13 @@ import re
 import shutil
 from pathlib import Path
 
-from cptlab.io import atomic_write_json, atomic_write_text
+from cptlab.artifacts import atomic_write_json, atomic_write_text
+from cptlab.layout import TRAIN_LOG
 
 log = logging.getLogger(__name__)
 
 FINGERPRINT = "stage.json"
-LOG = "train_log.jsonl"
+LOG = TRAIN_LOG  # the same name as in the stage's output folder
 TRAINER_STATE = "trainer_state.json"
 _CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 

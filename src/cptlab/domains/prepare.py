@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from cptlab.artifacts import atomic_write_text
 from cptlab.domains import get_benchmark, load_benchmark
-from cptlab.io import atomic_write_text
 from cptlab.rows import iter_jsonl_text
 
 

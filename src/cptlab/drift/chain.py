@@ -1,18 +1,13 @@
-"""The drift analyses of a whole experiment, as the workflow runs them (issue #5): one process per
-chain (method x seed), one for the distances between data sets, one for the figures.
+"""Every drift analysis of one chain (method x seed), as the workflow's `drift-chain` job runs
+it: one process per chain, so the embedder loads once and the base is read once.
 
-drift_chain           every stage k of one chain (results/<exp>/runs/<method>/seed<s>/...):
-                      parameter drift against the base model and against the previous stage (the
-                      base for stage 1: computed once, reported under both references), response
-                      drift against the base's evaluation responses, collapse forensics of every
-                      checkpoint (the base as stage 0 included) and the most frequent artifact's
-                      trend over training steps (train logs and checkpoint responses).
-dataset_distance_all  MMD between the prompt sets of every data set of `data.domains`, a t-SNE
-                      map, and gain / forgetting against MMD with fitted trends.
-drift_figures         the figures (cptlab.drift.plots) from the two above.
+Every stage k of the chain: parameter drift against the base model and against the previous
+stage (the base for stage 1: computed once, reported under both references), response drift
+against the base's evaluation responses, collapse forensics of every checkpoint (the base as
+stage 0 included) and the most frequent artifact's trend over training steps (train logs and
+checkpoint responses).
 
-Files of drift_chain (out_dir = results/<exp>/drift/<method>/seed<s>/; CSV unless noted):
-
+Files (in the chain's drift folder, cptlab.layout; CSV unless noted):
     params_matrices          per (stage, reference, matrix): cptlab.drift.parameters.COLUMNS
     params_by_type           means per (stage, reference, layer_type), with n_matrices
     params_by_layer          means per (stage, reference, layer) (embedding / lm_head left out)
@@ -32,8 +27,8 @@ Stage k's reference "base" is the base model; "previous" is stage k-1 (the base 
 responses of stage k are compared with the base's on the same items (first completion of each).
 The collapse forensics read the first `completions_per_item` completions of each item (default 1:
 with avg@16 evaluations of 8k-token answers, all of them would take hours of pure Python).
-Settings come from the config's optional `drift` section (DRIFT_DEFAULTS) and, for the n-gram
-size and format tokens, its `training.collapse` section.
+Settings come from the config's optional `drift` section (cptlab.drift.settings) and, for the
+n-gram size and format tokens, its `training.collapse` section.
 """
 
 from __future__ import annotations
@@ -41,31 +36,24 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from cptlab.drift.defaults import DEFAULT_ALPHA, DEFAULT_K, DEFAULT_UPDATE_THRESHOLD
-from cptlab.drift.io import read_json_lines, read_prompts, read_responses, write_json, write_table
-from cptlab.io import write_manifest
+from cptlab.artifacts import write_manifest
+from cptlab.checkpoints import model_folder
+from cptlab.drift.embedders import Embedder, resolve_embedder
+from cptlab.drift.settings import DriftSettings, thread_limits
+from cptlab.drift.tables import ALL, read_json_lines, read_responses, write_json, write_table
+from cptlab.layout import Layout
+from cptlab.plan import builds_base, eval_benchmarks
+from cptlab.train.spec import training_section
 
 log = logging.getLogger(__name__)
 
-DRIFT_DEFAULTS = {
-    "k": DEFAULT_K,
-    "alpha": DEFAULT_ALPHA,
-    "update_threshold": DEFAULT_UPDATE_THRESHOLD,
-    "svd_method": "auto",
-    "embedder": "minilm",
-    "max_samples": 1000,
-    "tsne_points": 300,
-    "ngram": None,  # None: training.collapse.ngram, else 4
-    "completions_per_item": 1,  # None: all
-}
-DEFAULT_FORMAT_TOKENS = {"boxed": "\\boxed"}
 SUMMARY_METRICS = (
     "nss",
     "max_pa_left",
@@ -76,68 +64,25 @@ SUMMARY_METRICS = (
 )
 REFERENCES = ("base", "previous")
 LOG_PREFIX = "collapse/"
-ALL = "all"
-
-Embedder = Callable[[Sequence[str]], np.ndarray]
 
 
-# ----- settings and paths -----------------------------------------------------------------------
+@dataclass(frozen=True)
+class ChainSettings:
+    """The drift section with the collapse monitor's n-gram size and format tokens."""
 
+    drift: DriftSettings
+    ngram: int
+    format_tokens: dict[str, str]
 
-def drift_settings(config: Mapping) -> dict:
-    """The config's `drift` section over DRIFT_DEFAULTS, plus `format_tokens` from
-    training.collapse (default {"boxed": "\\\\boxed"}); `ngram` falls back to
-    training.collapse.ngram, then 4."""
-    settings = {**DRIFT_DEFAULTS, **(config.get("drift") or {})}
-    collapse = (config.get("training") or {}).get("collapse") or {}
-    if settings["ngram"] is None:
-        settings["ngram"] = int(collapse.get("ngram", 4))
-    settings["format_tokens"] = dict(collapse.get("format_tokens") or DEFAULT_FORMAT_TOKENS)
-    return settings
+    @classmethod
+    def from_config(cls, config: Mapping) -> ChainSettings:
+        drift = DriftSettings.from_config(config)
+        collapse = training_section(config)["collapse"]
+        ngram = drift.ngram if drift.ngram is not None else int(collapse["ngram"])
+        return cls(drift, ngram, dict(collapse["format_tokens"]))
 
-
-_EMBEDDERS: dict[tuple[str, str | None], Embedder] = {}
-
-
-def get_embedder(name: str, device: str | None = "auto") -> Embedder | None:
-    """The embedder called `name` ("minilm", "hashing"; "none" gives None), loaded once per
-    process. device "auto": the GPU when there is one (sentence-transformers' choice)."""
-    if name == "none":
-        return None
-    device = None if device == "auto" else device
-    key = (name, device)
-    if key not in _EMBEDDERS:
-        from cptlab.drift.embedders import load_embedder
-
-        _EMBEDDERS[key] = load_embedder(name, device=device)
-    return _EMBEDDERS[key]
-
-
-def _resolve_embedder(embedder, settings: dict, device: str) -> tuple[Embedder | None, str]:
-    """(embedder object or None, its name) from a name, an object, or None (the config's)."""
-    if embedder is None:
-        embedder = settings["embedder"]
-    if isinstance(embedder, str):
-        return get_embedder(embedder, device), embedder
-    return embedder, getattr(embedder, "name", type(embedder).__name__)
-
-
-def base_checkpoint(config: Mapping, results_dir: str | Path) -> Path:
-    """The base model's folder: results/<exp>/base, or `base.path` (a local folder, or a hub name
-    resolved in the local HF cache, downloaded only when absent there)."""
-    path = (config.get("base") or {}).get("path")
-    if path is None:
-        return Path(results_dir) / "base"
-    if Path(path).exists():
-        return Path(path)
-    from huggingface_hub import snapshot_download
-
-    patterns = ["*.safetensors", "*.safetensors.index.json", "config.json"]
-    try:
-        return Path(snapshot_download(path, allow_patterns=patterns, local_files_only=True))
-    except Exception:  # not cached (huggingface_hub raises several error types)
-        log.warning("base model %s is not in the local HF cache; downloading its weights", path)
-        return Path(snapshot_download(path, allow_patterns=patterns))
+    def as_dict(self) -> dict:
+        return {**asdict(self.drift), "ngram": self.ngram, "format_tokens": self.format_tokens}
 
 
 @dataclass(frozen=True)
@@ -146,61 +91,27 @@ class Stage:
     domain: str
     folder: Path  # the checkpoint
     eval_dir: Path  # its evaluation files
-
-    @property
-    def train_log(self) -> Path:
-        return self.folder / "train_log.jsonl"
+    train_log: Path
 
 
-def chain_stages(config: Mapping, results_dir: str | Path, method: str, seed: int) -> list[Stage]:
-    """The stages of one chain, in training order (paths as the workflow writes them)."""
-    results_dir = Path(results_dir)
+def chain_stages(config: Mapping, layout: Layout, method: str, seed: int) -> list[Stage]:
+    """The stages of one chain, in training order."""
     return [
         Stage(
             k,
             domain,
-            results_dir / "runs" / method / f"seed{seed}" / f"stage{k}_{domain}",
-            results_dir / "eval" / method / f"seed{seed}" / f"stage{k}",
+            layout.stage_dir(method, seed, k, domain),
+            layout.eval_dir(method, seed, k),
+            layout.train_log(method, seed, k, domain),
         )
         for k, domain in enumerate(config["run"]["sequence"], start=1)
     ]
 
 
-def eval_benchmarks(config: Mapping) -> list[str]:
-    """Every id and ood benchmark of data.domains, in config order, without repeats."""
-    names: list[str] = []
-    for spec in config["data"]["domains"].values():
-        for name in spec.get("id", []) + spec.get("ood", []):
-            if name not in names:
-                names.append(name)
-    return names
-
-
-def domain_datasets(config: Mapping) -> list[tuple[str, str, str]]:
-    """(data set, domain, split) for every train, id and ood data set of data.domains."""
-    out: list[tuple[str, str, str]] = []
-    seen: set[str] = set()
-    for domain, spec in config["data"]["domains"].items():
-        named = [(spec["train"], "train")] if "train" in spec else []
-        named += [(n, "id") for n in spec.get("id", [])] + [(n, "ood") for n in spec.get("ood", [])]
-        for name, split in named:
-            if name not in seen:
-                seen.add(name)
-                out.append((name, domain, split))
-    return out
-
-
-def _set_threads(threads: int) -> None:
-    import torch
-
-    torch.set_num_threads(max(1, int(threads)))
-
-
-def _thread_limits(threads: int):
-    """Caps the BLAS / OpenMP pools (numpy, scikit-learn) at `threads`."""
-    from threadpoolctl import threadpool_limits
-
-    return threadpool_limits(limits=max(1, int(threads)))
+def base_folder(config: Mapping, layout: Layout) -> Path:
+    """The base model's folder: the built one, or `base.path` (a local folder or a hub name in
+    the local HF cache)."""
+    return layout.base_dir if builds_base(config) else model_folder(config["base"]["path"])
 
 
 # ----- parameter drift --------------------------------------------------------------------------
@@ -209,7 +120,7 @@ def _thread_limits(threads: int):
 def parameter_tables(
     stages: Sequence[Stage],
     base: Path,
-    settings: Mapping,
+    settings: DriftSettings,
     device: str = "auto",
 ) -> dict[str, pd.DataFrame]:
     """Per-matrix drift of every stage against the base and the previous stage, and its means
@@ -227,11 +138,11 @@ def parameter_tables(
                 done[key] = parameter_drift(
                     stage.folder,
                     ref_path,
-                    k=settings["k"],
-                    alpha=settings["alpha"],
-                    update_threshold=settings["update_threshold"],
+                    k=settings.k,
+                    alpha=settings.alpha,
+                    update_threshold=settings.update_threshold,
                     device=device,
-                    svd_method=settings["svd_method"],
+                    svd_method=settings.svd_method,
                 )
                 log.info(
                     "stage %d vs %s: %d matrices in %.1f s",
@@ -422,7 +333,7 @@ def _collapse_row(report: dict, stage: int, domain: str, benchmark: str, artifac
 def collapse_tables(
     checkpoints: Sequence[tuple[int, str, Path]],
     benchmarks: Sequence[str],
-    settings: Mapping,
+    settings: ChainSettings,
     out_dir: Path,
 ) -> tuple[pd.DataFrame, str | None, dict[int, list[str]]]:
     """Forensics of every checkpoint ((k, domain, eval dir); k = 0 is the base): writes
@@ -430,8 +341,8 @@ def collapse_tables(
     each checkpoint)."""
     from cptlab.drift.collapse import completion_forensics, most_frequent_artifact
 
-    ngram, tokens = settings["ngram"], settings["format_tokens"]
-    per_item = settings["completions_per_item"]
+    ngram, tokens = settings.ngram, settings.format_tokens
+    per_item = settings.drift.completions_per_item
     completions = {k: _checkpoint_completions(d, benchmarks, per_item) for k, _, d in checkpoints}
     texts = {k: [t for b in benchmarks for t in c[b]["texts"]] for k, c in completions.items()}
     trained = [t for k, ts in texts.items() if k > 0 for t in ts]
@@ -514,34 +425,32 @@ def drift_chain(
     config: Mapping,
     method: str,
     seed: int,
-    results_dir: str | Path,
-    out_dir: str | Path,
+    layout: Layout,
     threads: int = 1,
     embedder: str | Embedder | None = None,
     device: str = "auto",
 ) -> dict:
-    """Every drift analysis of one chain (module docstring) into `out_dir`; returns the manifest
-    (written last).
+    """Every drift analysis of chain (method, seed) (module docstring) into its drift folder;
+    returns the manifest (written last).
 
     embedder: "minilm", "hashing", "none" (no cosine) or an embedder object; None takes the
     config's drift.embedder. device: for the SVDs and the embedder ("auto": GPU if available).
     """
     started = time.perf_counter()
-    settings = drift_settings(config)
-    results_dir, out_dir = Path(results_dir), Path(out_dir)
+    settings = ChainSettings.from_config(config)
+    out_dir = layout.drift_chain_dir(method, seed)
     out_dir.mkdir(parents=True, exist_ok=True)
-    _set_threads(threads)
-    embed, embedder_name = _resolve_embedder(embedder, settings, device)
-    stages = chain_stages(config, results_dir, method, int(seed))
-    base = base_checkpoint(config, results_dir)
-    benchmarks = eval_benchmarks(config)
-    base_eval = results_dir / "eval" / "base"
+    embed, embedder_name = resolve_embedder(embedder or settings.drift.embedder, device)
+    stages = chain_stages(config, layout, method, int(seed))
+    base = base_folder(config, layout)
+    benchmarks = [b.name for b in eval_benchmarks(config)]
+    base_eval = layout.eval_dir()
     files: dict[str, str] = {}
 
     def put(name: str, df: pd.DataFrame) -> None:
         files[name] = write_table(df, out_dir / f"{name}.csv").name
 
-    with _thread_limits(threads):
+    with thread_limits(threads):
         # The cheap analyses first: a broken responses file fails the job before the SVDs.
         items, summary = response_tables(stages, base_eval, benchmarks, embed)
         put("responses", items)
@@ -553,7 +462,7 @@ def drift_chain(
         logs, ends, missing = log_trend(stages)
         put("artifact_trend_log", logs)
         put("artifact_trend_responses", response_trend(texts, ends, artifact, settings))
-        params = parameter_tables(stages, base, settings, device)
+        params = parameter_tables(stages, base, settings.drift, device)
         for name, df in params.items():
             put(f"params_{name}", df)
     manifest = {
@@ -563,9 +472,9 @@ def drift_chain(
         "base": str(base),
         "benchmarks": benchmarks,
         "embedder": embedder_name,
-        "settings": {k: v for k, v in settings.items()},
+        "settings": settings.as_dict(),
         "artifact": artifact,
-        "artifact_token": settings["format_tokens"].get(artifact) if artifact else None,
+        "artifact_token": settings.format_tokens.get(artifact) if artifact else None,
         "missing_train_logs": missing,
         "files": files,
         "seconds": round(time.perf_counter() - started, 2),
@@ -578,174 +487,17 @@ def response_trend(
     texts: Mapping[int, list[str]],
     ends: Mapping[int, int | None],
     artifact: str | None,
-    settings: Mapping,
+    settings: ChainSettings,
 ) -> pd.DataFrame:
     """The artifact's frequency in each checkpoint's evaluation responses (stage 0 = the base),
     with the global step at which the checkpoint was saved (NaN when a train log is missing)."""
     from cptlab.drift.collapse import artifact_trend_from_responses
 
-    tokens = settings["format_tokens"]
+    tokens = settings.format_tokens
     name = artifact or next(iter(tokens))
-    df = artifact_trend_from_responses(texts, tokens[name], settings["ngram"])
+    df = artifact_trend_from_responses(texts, tokens[name], settings.ngram)
     df = df.rename(columns={"step": "stage"})
     steps = [ends.get(int(k)) for k in df["stage"]]
     df.insert(1, "global_step", [math.nan if s is None else s for s in steps])
     df.insert(2, "artifact", name)
     return df
-
-
-# ----- distances between data sets -------------------------------------------------------------
-
-
-def relative_changes(config: Mapping, scores: pd.DataFrame) -> pd.DataFrame:
-    """Stage-to-stage relative change of every benchmark, per method (mean over seeds).
-
-    relative = 100 * (acc_k - acc_{k-1}) / acc_{k-1} for stage k = 1..K (stage 0: the base), per
-    method and seed; NaN where acc_{k-1} is 0 or either accuracy is missing. Averaged over the
-    seeds with a finite value (n_seeds). source: the train data set of stage k's domain.
-    """
-    needed = {"method", "seed", "stage", "benchmark", "accuracy"}
-    missing = needed - set(scores.columns)
-    if missing:
-        raise ValueError(f"scores table lacks columns {sorted(missing)}")
-    domains = config["data"]["domains"]
-    sequence = config["run"]["sequence"]
-    acc = scores[["method", "seed", "stage", "benchmark", "accuracy"]].copy()
-    acc["stage"] = acc["stage"].astype(int)
-    before = acc.rename(columns={"accuracy": "previous"}).assign(stage=lambda d: d["stage"] + 1)
-    joined = acc[acc["stage"] >= 1].merge(
-        before, on=["method", "seed", "stage", "benchmark"], how="left"
-    )
-    cur, prev = joined["accuracy"].to_numpy(float), joined["previous"].to_numpy(float)
-    ok = np.isfinite(cur) & np.isfinite(prev) & (prev != 0)
-    joined["relative"] = np.where(
-        ok, 100.0 * (cur - prev) / np.where(ok, prev, 1.0), np.nan
-    )  # fmt: skip
-    grouped = joined.groupby(["method", "stage", "benchmark"], sort=False)["relative"]
-    out = grouped.agg(relative="mean", n_seeds="count").reset_index()
-    out = out[out["stage"] <= len(sequence)]
-    out.insert(2, "stage_domain", [sequence[k - 1] for k in out["stage"]])
-    out.insert(3, "source", [domains[sequence[k - 1]]["train"] for k in out["stage"]])
-    out = out.rename(columns={"benchmark": "target"})
-    info = {name: (domain, split) for name, domain, split in domain_datasets(config)}
-    out["target_domain"] = [info.get(t, ("", ""))[0] for t in out["target"]]
-    out["split"] = [info.get(t, ("", ""))[1] for t in out["target"]]
-    return out.reset_index(drop=True)
-
-
-def dataset_distance_all(
-    config: Mapping,
-    data_dir: str | Path,
-    scores_csv: str | Path | None,
-    out_dir: str | Path,
-    embedder: str | Embedder | None = None,
-    seed: int = 0,
-    threads: int = 1,
-    device: str = "auto",
-) -> dict:
-    """MMD and t-SNE map of the prompt sets of every data set of data.domains (train, id, ood;
-    <data_dir>/<name>.jsonl), then gain and forgetting against MMD (when `scores_csv` is given).
-
-    Writes mmd.csv (square, index `dataset`), tsne.csv, datasets.csv (name, domain, split,
-    prompts), gain_forgetting.csv (per method, stage and benchmark: the relative change from
-    stage k-1 to k, averaged over seeds — see relative_changes — with MMD(train set of stage k,
-    benchmark), gain, forgetting), trend.json (fit_trend of gain and forgetting against MMD per
-    method and over all methods' points), and manifest.json last. embedder "none" falls back to
-    "hashing" (an MMD needs vectors).
-    """
-    from cptlab.drift.datasets import dataset_distances, fit_trend, gain_forgetting_vs_mmd
-
-    started = time.perf_counter()
-    settings = drift_settings(config)
-    data_dir, out_dir = Path(data_dir), Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    _set_threads(threads)
-    if embedder is None:
-        embedder = settings["embedder"]
-    if embedder == "none":
-        embedder = "hashing"
-    embed, embedder_name = _resolve_embedder(embedder, settings, device)
-    datasets = domain_datasets(config)
-    prompts = {name: read_prompts(data_dir / f"{name}.jsonl") for name, _, _ in datasets}
-    with _thread_limits(threads):
-        mmd, tsne = dataset_distances(
-            prompts,
-            embed,
-            seed=seed,
-            max_samples=settings["max_samples"],
-            tsne_points=settings["tsne_points"],
-        )
-    split = {name: (domain, s) for name, domain, s in datasets}
-    tsne.insert(1, "domain", [split[n][0] for n in tsne["dataset"]])
-    tsne.insert(2, "split", [split[n][1] for n in tsne["dataset"]])
-    files = {
-        "mmd": write_table(mmd, out_dir / "mmd.csv", index=True).name,
-        "tsne": write_table(tsne, out_dir / "tsne.csv").name,
-        "datasets": write_table(
-            pd.DataFrame(
-                [(n, d, s, len(prompts[n])) for n, d, s in datasets],
-                columns=["dataset", "domain", "split", "prompts"],
-            ),
-            out_dir / "datasets.csv",
-        ).name,
-    }
-    info: dict = {}
-    if scores_csv is not None:
-        relative = relative_changes(config, pd.read_csv(scores_csv))
-        known = relative["target"].isin(mmd.index) & relative["source"].isin(mmd.index)
-        finite = known & np.isfinite(relative["relative"].to_numpy(float))
-        info = {
-            "points": int(finite.sum()),
-            "dropped_undefined": int((known & ~finite).sum()),
-            "dropped_unknown_benchmark": sorted(set(relative.loc[~known, "target"])),
-        }
-        relative = relative[finite].reset_index(drop=True)
-        tables, trends = [], {"per_method": {}}
-        for method, rows in relative.groupby("method", sort=False):
-            rows = rows.reset_index(drop=True)
-            table, trend = gain_forgetting_vs_mmd(mmd, rows)
-            keep = ["method", "stage", "stage_domain", "target_domain", "split", "n_seeds"]
-            tables.append(pd.concat([rows[keep], table], axis=1))
-            trends["per_method"][method] = trend
-        columns = ["method", "stage", "stage_domain", "target_domain", "split", "n_seeds"]
-        columns += ["source", "target", "mmd", "relative", "gain", "forgetting"]
-        joined = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(columns=columns)
-        trends["all_methods"] = {
-            m: fit_trend(joined["mmd"].astype(float), joined[m].astype(float))
-            for m in ("gain", "forgetting")
-        }
-        trends["relative"] = (
-            "100 * (acc_k - acc_{k-1}) / acc_{k-1} per benchmark, stage k = 1..K (stage 0 = "
-            "base), mean over seeds per method; x = MMD(train set of stage k's domain, benchmark)"
-        )
-        trends.update(info)
-        files["gain_forgetting"] = write_table(joined, out_dir / "gain_forgetting.csv").name
-        files["trend"] = write_json(trends, out_dir / "trend.json").name
-    manifest = {
-        "datasets": [n for n, _, _ in datasets],
-        "embedder": embedder_name,
-        "seed": seed,
-        "settings": {k: settings[k] for k in ("max_samples", "tsne_points")},
-        "scores": None if scores_csv is None else str(scores_csv),
-        "files": files,
-        **({"gain_forgetting": info} if info else {}),
-        "seconds": round(time.perf_counter() - started, 2),
-    }
-    write_manifest(out_dir, manifest)
-    return manifest
-
-
-# ----- figures ----------------------------------------------------------------------------------
-
-
-def drift_figures(config: Mapping, drift_dir: str | Path, out_dir: str | Path) -> dict:
-    """Every drift figure (cptlab.drift.plots; PNG + PDF) from the chains' folders
-    <drift_dir>/<method>/seed<s>/ and <drift_dir>/datasets/ into `out_dir`; manifest.json last
-    (lists the files and which inputs were missing)."""
-    from cptlab.drift.plots import make_drift_figures
-
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    manifest = make_drift_figures(config, Path(drift_dir), out_dir)
-    write_manifest(out_dir, manifest)
-    return manifest

@@ -1,6 +1,7 @@
 """`cptlab figures`: the study's plots from scores.csv, cl_metrics.csv and the training logs.
 
-Files (each as .png and .pdf, in `out_dir`; `manifest.json` is written last and lists them):
+Files (each as .png and .pdf, in the figures folder; `manifest.json` is written last and lists
+them):
 
     cl_curves_<method>       relative performance (%) vs the base after each stage: the id
                              benchmark(s) of every trained domain (solid from the stage that
@@ -15,7 +16,7 @@ Files (each as .png and .pdf, in `out_dir`; `manifest.json` is written last and 
                              statistics: TRAIN_METRICS, those present), stages concatenated,
                              one line per method and seed
 
-Training logs: <runs>/<method>/seed<seed>/stage<k>_<domain>/train_log.jsonl; missing logs or
+Training logs: each stage's train_log.jsonl (cptlab.layout); missing logs or
 keys are skipped (and listed in the manifest).
 """
 
@@ -25,16 +26,15 @@ import json
 import logging
 from pathlib import Path
 
-import matplotlib
+import numpy as np
+import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from cptlab.aggregate import Plan, read_csv  # noqa: E402
-from cptlab.cl_metrics import nan_mean, relative_performance  # noqa: E402
-from cptlab.io import write_manifest  # noqa: E402
+from cptlab.artifacts import write_manifest
+from cptlab.layout import Layout
+from cptlab.plan import Plan
+from cptlab.plotting import plt, save_figure
+from cptlab.results.aggregate import read_csv
+from cptlab.results.cl_metrics import nan_mean, relative_performance
 
 log = logging.getLogger(__name__)
 
@@ -55,19 +55,6 @@ TRAIN_METRICS: dict[str, tuple[str, ...]] = {
     "collapse/format_violation_rate": ("collapse/format_violation_rate",),
     "collapse/format/boxed/repeated_share": ("collapse/format/boxed/repeated_share",),
 }
-FORMATS = ("png", "pdf")
-
-
-def save_figure(fig, out_dir: Path, stem: str) -> list[str]:
-    """Save `fig` as <stem>.png and .pdf (no timestamps: same figure, same bytes); close it."""
-    names = []
-    for fmt in FORMATS:
-        path = out_dir / f"{stem}.{fmt}"
-        metadata = {"CreationDate": None} if fmt == "pdf" else {"Software": None}
-        fig.savefig(path, format=fmt, dpi=120, bbox_inches="tight", metadata=metadata)
-        names.append(path.name)
-    plt.close(fig)
-    return names
 
 
 def _stage_labels(plan: Plan) -> list[str]:
@@ -205,7 +192,7 @@ def _value(record: dict, keys: tuple[str, ...]) -> float | None:
 
 
 def training_series(
-    runs_dir: Path, plan: Plan, metrics: dict[str, tuple[str, ...]]
+    layout: Layout, plan: Plan, metrics: dict[str, tuple[str, ...]]
 ) -> tuple[dict, list[str], list[tuple[int, str]]]:
     """({(method, seed): {metric: (x, y)}}, missing log paths, stage boundaries of the first
     run found). x is the step counted across stages (each stage offset by the previous
@@ -219,7 +206,7 @@ def training_series(
             run: dict[str, tuple[list, list]] = {}
             run_bounds = []
             for k, domain in enumerate(plan.sequence, start=1):
-                path = runs_dir / method / f"seed{seed}" / f"stage{k}_{domain}" / "train_log.jsonl"
+                path = layout.train_log(method, seed, k, domain)
                 run_bounds.append((offset, domain))
                 if not path.exists():
                     missing.append(str(path))
@@ -245,9 +232,9 @@ def training_series(
 
 
 def plot_training_curves(
-    runs_dir: Path, plan: Plan, out_dir: Path, metrics: dict[str, tuple[str, ...]]
+    layout: Layout, plan: Plan, out_dir: Path, metrics: dict[str, tuple[str, ...]]
 ) -> tuple[list[str], dict]:
-    series, missing, boundaries = training_series(runs_dir, plan, metrics)
+    series, missing, boundaries = training_series(layout, plan, metrics)
     present = [m for m in metrics if any(m in run for run in series.values())]
     fig, axes = plt.subplots(
         max(1, len(present)), 1, figsize=(8, 2.2 * max(1, len(present))), sharex=True,
@@ -281,20 +268,14 @@ def plot_training_curves(
     return save_figure(fig, out_dir, "training_curves"), info
 
 
-def make_figures(
-    config: dict,
-    scores_path: str | Path,
-    metrics_path: str | Path,
-    runs_dir: str | Path,
-    out_dir: str | Path,
-    train_metrics: list[str] | None = None,
-) -> dict:
-    """Draw every figure into `out_dir`, then write `manifest.json` (returned)."""
+def make_figures(config: dict, layout: Layout, train_metrics: list[str] | None = None) -> dict:
+    """Draw every figure from the tables and train logs of `layout` into its figures folder,
+    then write `manifest.json` (returned)."""
     plan = Plan.from_config(config)
-    out_dir = Path(out_dir)
+    out_dir = layout.figures_dir
     out_dir.mkdir(parents=True, exist_ok=True)
-    scores = read_csv(scores_path)
-    metrics = read_csv(metrics_path)
+    scores = read_csv(layout.scores_csv)
+    metrics = read_csv(layout.cl_metrics_csv)
     chosen = (
         {m: TRAIN_METRICS.get(m, (m,)) for m in train_metrics} if train_metrics else TRAIN_METRICS
     )
@@ -304,7 +285,7 @@ def make_figures(
     files += plot_ood_final(scores, metrics, plan, out_dir)
     for method in plan.methods:
         files += plot_accuracy_matrix(scores, plan, method, out_dir)
-    names, training = plot_training_curves(Path(runs_dir), plan, out_dir, chosen)
+    names, training = plot_training_curves(layout, plan, out_dir, chosen)
     files += names
     manifest = {"files": files, "training_curves": training}
     write_manifest(out_dir, manifest)

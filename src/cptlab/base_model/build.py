@@ -20,15 +20,16 @@ from pathlib import Path
 
 import torch
 
+from cptlab.artifacts import atomic_write_text, write_manifest
+from cptlab.base_model.architecture import build_model, count_parameters
+from cptlab.base_model.tokenizer import train_tokenizer
+from cptlab.base_model.warmup import SFTConfig, encode_example, train_sft
 from cptlab.chat import render
-from cptlab.config import base_measure_benchmarks
-from cptlab.generation import Sampling, generate
-from cptlab.io import atomic_write_text, write_manifest
-from cptlab.metrics import mean_pass_at_k, rewards, score_completions
-from cptlab.model import build_model, count_parameters
-from cptlab.reprompt import teacher_messages
-from cptlab.sft import SFTConfig, encode_example, train_sft
-from cptlab.tokenizer import load_tokenizer, train_tokenizer
+from cptlab.checkpoints import load_tokenizer
+from cptlab.evaluation.generation import Sampling, generate
+from cptlab.evaluation.scoring import mean_pass_at_k, rewards, score_completions
+from cptlab.plan import base_measure_benchmarks
+from cptlab.teacher_prompt import teacher_messages
 
 log = logging.getLogger(__name__)
 

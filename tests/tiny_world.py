@@ -15,9 +15,9 @@ import json
 import random
 from pathlib import Path
 
+from cptlab.base_model.architecture import build_model
+from cptlab.base_model.tokenizer import train_tokenizer
 from cptlab.domains import BENCHMARKS, Benchmark, register_benchmark
-from cptlab.model import build_model
-from cptlab.tokenizer import train_tokenizer
 from cptlab.verifiers import VERIFIERS, Verdict, register
 
 PARITY = "tiny_parity"

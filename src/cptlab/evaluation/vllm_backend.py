@@ -11,7 +11,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from cptlab.generation import Sampling
+from cptlab.errors import InputError
+from cptlab.evaluation.generation import Sampling
 
 MISSING = (
     "evaluation.backend=vllm but vllm is not installed (pip install vllm on GPU machines, "
@@ -19,7 +20,7 @@ MISSING = (
 )
 
 
-class BackendError(RuntimeError):
+class BackendError(InputError):
     """The selected backend cannot run here (not installed, bad options)."""
 
 

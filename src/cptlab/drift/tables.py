@@ -13,7 +13,9 @@ from typing import Any
 
 import pandas as pd
 
-from cptlab.io import atomic_write_json, atomic_write_text
+from cptlab.artifacts import atomic_write_json, atomic_write_text
+
+ALL = "all"  # the benchmark name of a row pooled over every benchmark
 
 
 def write_table(df: pd.DataFrame, path: str | Path, index: bool = False) -> Path:

@@ -60,10 +60,3 @@ def train_tokenizer(
     fast.chat_template = CHAT_TEMPLATE
     fast.padding_side = "left"  # decoder-only generation pads on the left
     return fast
-
-
-def load_tokenizer(path: str) -> PreTrainedTokenizerFast:
-    """Load a locally trained tokenizer (AutoTokenizer may swap in another class)."""
-    tokenizer = PreTrainedTokenizerFast.from_pretrained(path)
-    tokenizer.padding_side = "left"  # not always restored from tokenizer_config.json
-    return tokenizer

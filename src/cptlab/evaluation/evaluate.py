@@ -16,24 +16,16 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from transformers import AutoModelForCausalLM
 
+from cptlab.artifacts import atomic_write_json, atomic_write_text
+from cptlab.checkpoints import load_checkpoint
 from cptlab.config import ConfigError
 from cptlab.domains import get_benchmark
-from cptlab.generation import Sampling, generate
-from cptlab.io import atomic_write_json, atomic_write_text
-from cptlab.metrics import bootstrap_ci, rewards, score_completions
+from cptlab.evaluation.generation import Sampling, generate
+from cptlab.evaluation.scoring import bootstrap_ci, rewards, score_completions
 from cptlab.rows import RowError, read_jsonl
-from cptlab.tokenizer import load_tokenizer
 
 BACKENDS = ("hf", "vllm")
-
-
-def load_checkpoint(path: str | Path):
-    """(model, tokenizer) from a local folder, or a hub name already in the HF cache: evaluation
-    never downloads (fill the cache once on a machine with internet; README, cluster)."""
-    model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True)
-    return model, load_tokenizer(str(path))
 
 
 @dataclass(frozen=True)
@@ -194,7 +186,7 @@ def run_evaluation(
     stats: dict = {"tokens_generated": 0}
     prompts = [r["prompt"] for r in rows]
     if settings.backend == "vllm":
-        from cptlab.backends.vllm_backend import generate_with_vllm
+        from cptlab.evaluation.vllm_backend import generate_with_vllm
 
         completions = generate_with_vllm(
             checkpoint,

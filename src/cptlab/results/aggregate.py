@@ -1,12 +1,10 @@
 """`cptlab aggregate`: every evaluation of an experiment in one long table, and the
 continual-learning metrics computed from it.
 
-Inputs (EVAL.json files written by `cptlab evaluate`):
+Inputs: the EVAL.json file of every (checkpoint, benchmark) that `cptlab evaluate` wrote
+(cptlab.layout: the base as stage 0, then stages 1..K of every chain).
 
-    <eval-dir>/base/<benchmark>.json                          the base model (stage 0)
-    <eval-dir>/<method>/seed<seed>/stage<k>/<benchmark>.json  after stage k = 1..K
-
-Outputs (each written atomically):
+Outputs (each written atomically, where cptlab.layout puts them):
 
     scores.csv      SCORE_COLUMNS; stage 0 rows (stage_domain "base") repeat the base's scores
                     for every method and seed.
@@ -22,15 +20,16 @@ domain and split are its place in the config. Accuracies are fractions, relative
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from cptlab import cl_metrics as clm
-from cptlab.config import ConfigError
-from cptlab.io import atomic_write_text
+from cptlab.artifacts import atomic_write_text
+from cptlab.errors import InputError
+from cptlab.layout import Layout
+from cptlab.plan import Plan
+from cptlab.results import cl_metrics as clm
 
 SCORE_COLUMNS = [
     "method",
@@ -70,68 +69,8 @@ SUMMARY_COLUMNS = [
 BASE_NOTE = "base accuracy 0: relative performance undefined"
 
 
-class AggregateError(ValueError):
+class AggregateError(InputError):
     """An evaluation file exists but does not hold what its path says."""
-
-
-@dataclass(frozen=True)
-class EvalBenchmark:
-    name: str
-    domain: str
-    split: str  # "id" or "ood"
-
-
-@dataclass(frozen=True)
-class Plan:
-    """What an experiment evaluates: the config's `run` and `data.domains`."""
-
-    sequence: list[str]
-    methods: list[str]
-    seeds: list[int]
-    benchmarks: list[EvalBenchmark]
-
-    @classmethod
-    def from_config(cls, config: dict) -> Plan:
-        domains = config["data"]["domains"]
-        run = config.get("run") or {}
-        sequence = list(run.get("sequence") or [d for d, s in domains.items() if "train" in s])
-        methods = list(run.get("methods") or list(config.get("methods", {})))
-        seeds = [int(s) for s in run.get("seeds", [0])]
-        if not sequence:
-            raise ConfigError("run.sequence: no domain to train")
-        if not methods:
-            raise ConfigError("run.methods: no method")
-        unknown = [d for d in sequence if d not in domains]
-        if unknown:
-            raise ConfigError(f"run.sequence names domains not in data.domains: {unknown}")
-        benchmarks: list[EvalBenchmark] = []
-        seen: set[str] = set()
-        for domain, spec in domains.items():
-            for split in ("id", "ood"):
-                for name in spec.get(split, []):
-                    if name not in seen:
-                        seen.add(name)
-                        benchmarks.append(EvalBenchmark(name, domain, split))
-        return cls(sequence, methods, seeds, benchmarks)
-
-    @property
-    def stages(self) -> list[int]:
-        """0 (the base) and 1..K."""
-        return list(range(len(self.sequence) + 1))
-
-    def stage_domain(self, stage: int) -> str:
-        return "base" if stage == 0 else self.sequence[stage - 1]
-
-    def of_split(self, split: str) -> list[EvalBenchmark]:
-        return [b for b in self.benchmarks if b.split == split]
-
-
-def eval_file(eval_dir: str | Path, method: str | None, seed: int | None, stage: int, name: str):
-    """Path of one EVAL.json (method/seed ignored for stage 0, the base)."""
-    eval_dir = Path(eval_dir)
-    if stage == 0:
-        return eval_dir / "base" / f"{name}.json"
-    return eval_dir / method / f"seed{seed}" / f"stage{stage}" / f"{name}.json"
 
 
 def _read_eval(path: Path, benchmark: str) -> dict:
@@ -149,7 +88,7 @@ def _read_eval(path: Path, benchmark: str) -> dict:
     return record
 
 
-def collect_scores(config: dict, eval_dir: str | Path) -> pd.DataFrame:
+def collect_scores(config: dict, layout: Layout) -> pd.DataFrame:
     """The long table of every (method, seed, stage, benchmark) accuracy (SCORE_COLUMNS).
 
     Raises FileNotFoundError naming the missing EVAL.json file(s)."""
@@ -159,7 +98,7 @@ def collect_scores(config: dict, eval_dir: str | Path) -> pd.DataFrame:
         for seed in plan.seeds:
             for stage in plan.stages[1:]:
                 wanted += [(method, seed, stage, b) for b in plan.benchmarks]
-    paths = {(m, s, k, b.name): eval_file(eval_dir, m, s, k, b.name) for m, s, k, b in wanted}
+    paths = {(m, s, k, b.name): layout.eval_file(b.name, m, s, k) for m, s, k, b in wanted}
     missing = [str(p) for p in paths.values() if not p.exists()]
     if missing:
         more = f" (and {len(missing) - 5} more)" if len(missing) > 5 else ""
@@ -322,14 +261,14 @@ def read_csv(path: str | Path) -> pd.DataFrame:
     return frame
 
 
-def aggregate(config: dict, eval_dir: str | Path, out_dir: str | Path) -> dict[str, Path]:
-    """Write scores.csv, cl_metrics.csv and cl_summary.csv into `out_dir`; returns their paths."""
-    out_dir = Path(out_dir)
-    scores = collect_scores(config, eval_dir)
+def aggregate(config: dict, layout: Layout) -> dict[str, Path]:
+    """Write scores.csv, cl_metrics.csv and cl_summary.csv from the evaluation files of
+    `layout`; returns their paths."""
+    scores = collect_scores(config, layout)
     metrics = compute_metrics(config, scores)
     summary = summarise_seeds(metrics)
     return {
-        "scores": write_csv(out_dir / "scores.csv", scores),
-        "cl_metrics": write_csv(out_dir / "cl_metrics.csv", metrics),
-        "cl_summary": write_csv(out_dir / "cl_summary.csv", summary),
+        "scores": write_csv(layout.scores_csv, scores),
+        "cl_metrics": write_csv(layout.cl_metrics_csv, metrics),
+        "cl_summary": write_csv(layout.cl_summary_csv, summary),
     }

@@ -1,0 +1,8 @@
+"""The embedded base model, built offline in minutes (`cptlab build-base`).
+
+tokenizer.py     a byte-level BPE tokenizer trained on the warm-up text, ChatML template
+architecture.py  a small Qwen2 model initialised from the config
+warmup.py        the warm-up examples (plain and in SDPO's teacher form) and the SFT loop
+build.py         build_base(): tokenizer, model, warm-up, the measurements and their bounds
+cli.py           the `build-base` subcommand
+"""

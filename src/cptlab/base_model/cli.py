@@ -1,0 +1,24 @@
+"""The `build-base` subcommand."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from cptlab.cli import CONFIG, THREADS, arg, command
+
+
+@command(
+    "build-base",
+    "build, measure and save the embedded base model",
+    CONFIG,
+    arg("--data-dir", required=True, help="folder of prepared <benchmark>.jsonl"),
+    arg("--out", required=True, help="output model folder (manifest.json last)"),
+    THREADS,
+)
+def build_base(args: argparse.Namespace) -> None:
+    from cptlab.base_model.build import build_base
+    from cptlab.config import load_config
+
+    manifest = build_base(load_config(args.config), args.data_dir, args.out, threads=args.threads)
+    print(json.dumps({"bounds_ok": manifest["bounds_ok"], "seconds": manifest["seconds"]}))

@@ -1,0 +1,59 @@
+"""The config's `drift` section with its defaults (no heavy imports: the CLI reads them at
+start-up). Why these values: see cptlab.drift.parameters."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+SVD_METHODS = ("auto", "full", "randomized")
+EMBEDDERS = ("minilm", "hashing")  # and "none": no embedder
+
+
+@dataclass(frozen=True)
+class DriftSettings:
+    """Settings of the drift analyses (`drift-chain`, `dataset-distance`, `drift-figures`).
+
+    k:                    rank of the principal subspaces (principal angles, principal mask);
+                          capped at half the smaller side of each matrix.
+    alpha:                share of entries in the principal mask.
+    update_threshold:     an entry counts as updated when |W - W0| > update_threshold *
+                          max(|W|, |W0|).
+    svd_method:           auto (exact SVD up to 512 on the smaller side, randomized top-k SVD
+                          above), full or randomized.
+    embedder:             sentence embedder of responses and prompts: minilm
+                          (all-MiniLM-L6-v2, offline), hashing (lexical fallback) or none (no
+                          embedding cosine; data-set distances then use hashing).
+    max_samples:          prompts per data set for the MMD, subsampled.
+    tsne_points:          prompts per data set on the t-SNE map.
+    ngram:                n of the collapse forensics' token n-grams (None: the training
+                          collapse monitor's `training.collapse.ngram`).
+    completions_per_item: completions per evaluation item read by the collapse forensics, the
+                          first ones (None: all, slow with avg@16 evaluations of long answers).
+    """
+
+    k: int = 64
+    alpha: float = 0.05
+    update_threshold: float = 1e-3
+    svd_method: str = "auto"
+    embedder: str = "minilm"
+    max_samples: int = 1000
+    tsne_points: int = 300
+    ngram: int | None = None
+    completions_per_item: int | None = 1
+
+    @classmethod
+    def from_config(cls, config: Mapping) -> DriftSettings:
+        return cls(**(config.get("drift") or {}))
+
+
+@contextmanager
+def thread_limits(threads: int):
+    """Cap torch's threads and the BLAS / OpenMP pools (numpy, scikit-learn) at `threads`."""
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    torch.set_num_threads(max(1, int(threads)))
+    with threadpool_limits(limits=max(1, int(threads))):
+        yield

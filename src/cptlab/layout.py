@@ -1,0 +1,180 @@
+"""Where every artifact of one experiment lives: results/<experiment>/ and nothing else.
+
+The Snakefile and every package module take their paths from `Layout`, so the tree below is
+written once. Methods accept wildcard placeholders as well as values
+(`layout.stage_dir("{method}", "{seed}", "{stage}", "{domain}")` is a Snakemake pattern).
+
+    config.json                                    the effective config the CLI reads
+    data/<benchmark>.jsonl                         canonical rows of every split
+    base/                                          the built base model, manifest.json last
+    runs/<method>/seed<s>/stage<k>_<domain>/       a stage's checkpoint, train_log.jsonl,
+                                                   manifest.json last
+    state/<method>/seed<s>/stage<k>_<domain>/      resumable trainer state (outside the
+                                                   stage's output, which Snakemake clears)
+    eval/base/<benchmark>.json                     the base's scores (+ .responses.jsonl)
+    eval/<method>/seed<s>/stage<k>/<benchmark>.json   each stage's scores (+ .responses.jsonl)
+    scores.csv, cl_metrics.csv, cl_summary.csv     the results tables
+    figures/                                       plots, manifest.json last
+    drift/<method>/seed<s>/                        one chain's drift tables, manifest.json last
+    drift/datasets/, drift/figures/                distances between data sets; drift plots
+    report.html                                    Snakemake's report
+    provenance/<job>.json                          what each job's outputs depend on (settings
+                                                   and code hash): reruns are decided from
+                                                   these files, so they travel with results/
+    logs/<job>.log, benchmarks/<job>.tsv           each job's log and Snakemake timing
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from cptlab.artifacts import MANIFEST
+
+RESULTS = Path("results")
+TRAIN_LOG = "train_log.jsonl"
+BASE = "base"  # the base model's name among checkpoints (stage 0)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The folder tree of one experiment (module docstring), rooted at `root`."""
+
+    root: Path
+
+    @classmethod
+    def of(cls, config: Mapping, results: str | Path = RESULTS) -> Layout:
+        """The layout of `config`'s experiment under `results` (default ./results)."""
+        return cls(Path(results) / config["experiment"])
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "root", Path(self.root))
+
+    def root_in(self, path: str | Path) -> Path:
+        """This layout's root as it appears in `path`, one of its artifacts: a job's files may
+        carry a prefix (a storage folder, a working directory), so the root is found in the
+        path rather than assumed."""
+        path = Path(path)
+        size = len(self.root.parts)
+        for folder in path.parents:
+            if folder.parts[-size:] == self.root.parts:
+                return folder
+        raise ValueError(f"{path} is not inside {self.root}")
+
+    # --- inputs ------------------------------------------------------------------------------
+
+    @property
+    def config_file(self) -> Path:
+        return self.root / "config.json"
+
+    @property
+    def data_dir(self) -> Path:
+        return self.root / "data"
+
+    def data_file(self, benchmark: str) -> Path:
+        return self.data_dir / f"{benchmark}.jsonl"
+
+    # --- checkpoints -------------------------------------------------------------------------
+
+    @property
+    def base_dir(self) -> Path:
+        return self.root / "base"
+
+    @property
+    def base_manifest(self) -> Path:
+        return self.base_dir / MANIFEST
+
+    def stage_dir(self, method: str, seed: int | str, stage: int | str, domain: str) -> Path:
+        return self.root / "runs" / method / f"seed{seed}" / f"stage{stage}_{domain}"
+
+    def stage_manifest(self, method: str, seed: int | str, stage: int | str, domain: str) -> Path:
+        return self.stage_dir(method, seed, stage, domain) / MANIFEST
+
+    def train_log(self, method: str, seed: int | str, stage: int | str, domain: str) -> Path:
+        return self.stage_dir(method, seed, stage, domain) / TRAIN_LOG
+
+    def state_dir(self, method: str, seed: int | str, stage: int | str, domain: str) -> Path:
+        return self.root / "state" / method / f"seed{seed}" / f"stage{stage}_{domain}"
+
+    # --- evaluations -------------------------------------------------------------------------
+
+    def eval_dir(
+        self, method: str | None = None, seed: int | str | None = None, stage: int | str = 0
+    ) -> Path:
+        """The evaluation folder of a checkpoint: the base's (stage 0, shared by every method
+        and seed) or stage `stage` of chain (method, seed)."""
+        if method is None or str(stage) == "0":
+            return self.root / "eval" / BASE
+        return self.root / "eval" / method / f"seed{seed}" / f"stage{stage}"
+
+    def eval_file(
+        self,
+        benchmark: str,
+        method: str | None = None,
+        seed: int | str | None = None,
+        stage: int | str = 0,
+    ) -> Path:
+        """The EVAL.json summary of one (checkpoint, benchmark), written last."""
+        return self.eval_dir(method, seed, stage) / f"{benchmark}.json"
+
+    def responses_file(
+        self,
+        benchmark: str,
+        method: str | None = None,
+        seed: int | str | None = None,
+        stage: int | str = 0,
+    ) -> Path:
+        """Every completion with its reward and reason, one line per item."""
+        return self.eval_dir(method, seed, stage) / f"{benchmark}.responses.jsonl"
+
+    # --- tables, figures, drift --------------------------------------------------------------
+
+    @property
+    def scores_csv(self) -> Path:
+        return self.root / "scores.csv"
+
+    @property
+    def cl_metrics_csv(self) -> Path:
+        return self.root / "cl_metrics.csv"
+
+    @property
+    def cl_summary_csv(self) -> Path:
+        return self.root / "cl_summary.csv"
+
+    @property
+    def figures_dir(self) -> Path:
+        return self.root / "figures"
+
+    @property
+    def drift_dir(self) -> Path:
+        return self.root / "drift"
+
+    def drift_chain_dir(self, method: str, seed: int | str) -> Path:
+        return self.drift_dir / method / f"seed{seed}"
+
+    @property
+    def dataset_distance_dir(self) -> Path:
+        return self.drift_dir / "datasets"
+
+    @property
+    def drift_figures_dir(self) -> Path:
+        return self.drift_dir / "figures"
+
+    def drift_chain_manifest(self, method: str, seed: int | str) -> Path:
+        return self.drift_chain_dir(method, seed) / MANIFEST
+
+    @property
+    def report(self) -> Path:
+        return self.root / "report.html"
+
+    # --- workflow bookkeeping ----------------------------------------------------------------
+
+    def provenance_file(self, job: str) -> Path:
+        return self.root / "provenance" / f"{job}.json"
+
+    def log_file(self, job: str) -> Path:
+        return self.root / "logs" / f"{job}.log"
+
+    def benchmark_file(self, job: str) -> Path:
+        return self.root / "benchmarks" / f"{job}.tsv"

@@ -1,0 +1,147 @@
+"""What a workflow job's outputs depend on, kept with the outputs so that reruns are decided from
+`results/` alone.
+
+Each job declares one provenance file (`Layout.provenance_file`) as an input: the settings it
+reads and the hash of the code it runs. The Snakefile rewrites the file only when that content
+changes, so a changed setting or source makes the file newer than the job's outputs and
+Snakemake reruns the job and what reads it. Because the file lives in results/<experiment>/, a
+results folder copied to another clone (`cp -a`, without `.snakemake/`) keeps its reruns
+exact.
+
+The code hash of a subcommand is computed, not listed: every cptlab module its handler imports,
+followed through the import graph (imports inside functions count, since a lazy import is still
+a dependency), plus the package data those modules read (DATA_FILES).
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from cptlab.artifacts import atomic_write_text
+
+PACKAGE = "cptlab"
+PACKAGE_ROOT = Path(__file__).resolve().parent
+# Package files other than Python sources, by the module that reads them.
+DATA_FILES = {"cptlab.config": ("schemas/config.schema.yaml",)}
+
+
+class SourceTree:
+    """The parsed sources of one copy of the package (the workflow hashes the copy beside its
+    Snakefile, which need not be the installed one)."""
+
+    def __init__(self, root: Path = PACKAGE_ROOT) -> None:
+        self.root = Path(root)
+        self.files: dict[str, Path] = {}
+        self.trees: dict[str, ast.Module] = {}
+        for path in sorted(self.root.rglob("*.py")):
+            parts = list(path.relative_to(self.root).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            name = ".".join([PACKAGE, *parts])
+            self.files[name] = path
+            self.trees[name] = ast.parse(path.read_bytes(), filename=str(path))
+        self.modules = {path: name for name, path in self.files.items()}
+        self.commands = self._commands()
+        self._module_imports: dict[str, set[str]] = {}
+
+    def module_of(self, path: Path) -> str | None:
+        """The module name of a source file (None for package data)."""
+        return self.modules.get(Path(path))
+
+    def _commands(self) -> dict[str, tuple[str, ast.FunctionDef]]:
+        """subcommand name -> (its module, its handler), from the `@command("name", ...)`
+        decorators."""
+        found = {}
+        for module, tree in self.trees.items():
+            for node in tree.body:
+                if isinstance(node, ast.FunctionDef):
+                    for decorator in node.decorator_list:
+                        if (
+                            isinstance(decorator, ast.Call)
+                            and getattr(decorator.func, "id", None) == "command"
+                            and decorator.args
+                            and isinstance(decorator.args[0], ast.Constant)
+                        ):
+                            found[decorator.args[0].value] = (module, node)
+        return found
+
+    def imports(self, nodes: list[ast.AST], current: str) -> set[str]:
+        """The cptlab modules imported anywhere in `nodes` (of module `current`), with the
+        packages whose __init__ runs first."""
+        is_package = self.files[current].name == "__init__.py"
+        named: set[str] = set()
+        for node in (n for top in nodes for n in ast.walk(top)):
+            if isinstance(node, ast.Import):
+                named.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                target = node.module or ""
+                if node.level:
+                    base = current.split(".")
+                    base = base[: len(base) - node.level + (1 if is_package else 0)]
+                    target = ".".join(base + ([node.module] if node.module else []))
+                # `from package import name`: name may be a submodule
+                named.update([target, *(f"{target}.{alias.name}" for alias in node.names)])
+        found = set()
+        for name in named:
+            parts = name.split(".")
+            found.update(".".join(parts[:i]) for i in range(1, len(parts) + 1))
+        return {name for name in found if name in self.files}
+
+    def closure(self, start: set[str]) -> set[str]:
+        """Every cptlab module that importing `start` can load, lazily or not."""
+        seen: set[str] = set()
+        todo = list(start)
+        while todo:
+            name = todo.pop()
+            if name not in seen:
+                seen.add(name)
+                if name not in self._module_imports:
+                    self._module_imports[name] = self.imports([self.trees[name]], name)
+                todo += self._module_imports[name]
+        return seen
+
+    def command_sources(self, command: str) -> list[Path]:
+        """The files subcommand `command` runs: the command modules with what they import at
+        their top level, what its handler imports, everything those import in turn, and the
+        package data they read."""
+        if command not in self.commands:
+            raise KeyError(f"no cptlab subcommand {command!r} in {self.root}")
+        # `cptlab.cli.parser()` imports every command module, so each one's top-level imports
+        # run in every job; of the handlers, only this command's runs.
+        command_modules = {m for m, _ in self.commands.values()}
+        start: set[str] = set()
+        for name in command_modules:
+            tree = self.trees[name]
+            top = [n for n in tree.body if not isinstance(n, ast.FunctionDef | ast.ClassDef)]
+            parents = {name.rsplit(".", i)[0] for i in range(1, name.count(".") + 1)}
+            start |= (self.imports(top, name) | parents) - command_modules
+        module, handler = self.commands[command]
+        start |= self.imports([handler], module) - command_modules
+        modules = self.closure(start) | command_modules
+        files = {self.files[m] for m in modules}
+        for name in modules:
+            files.update(self.root / data for data in DATA_FILES.get(name, ()))
+        return sorted(files)
+
+    def code_hash(self, command: str) -> str:
+        """sha256 of the sources `command` runs, by relative path and content."""
+        digest = hashlib.sha256()
+        for path in self.command_sources(command):
+            digest.update(str(path.relative_to(self.root)).encode())
+            digest.update(path.read_bytes())
+        return digest.hexdigest()[:16]
+
+
+def write_if_changed(path: str | Path, record: Mapping[str, Any], sort_keys: bool = True) -> Path:
+    """Write `record` as JSON to `path` unless the file already holds exactly it: its
+    modification time is what tells Snakemake that a job's inputs changed."""
+    path = Path(path)
+    text = json.dumps(record, indent=2, sort_keys=sort_keys, default=str) + "\n"
+    if not path.is_file() or path.read_text() != text:
+        atomic_write_text(path, text)
+    return path

@@ -1,0 +1,37 @@
+"""Compute per rule kind: the config's `resources` section over RESOURCE_DEFAULTS, as the
+workflow's `threads:` and `resources:` (the SLURM profile turns them into sbatch options)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+# Rule kinds without an entry in `resources` (data, aggregate, figures) run on one CPU with the
+# SLURM profile's default-resources.
+RESOURCE_DEFAULTS: dict[str, dict[str, Any]] = {
+    "train": {"threads": 1, "gpu": 0, "runtime": 60, "mem_mb": 4000, "launcher": ""},
+    "evaluate": {"threads": 1, "gpu": 0, "runtime": 30, "mem_mb": 4000, "launcher": ""},
+    "build_base": {"threads": 2, "gpu": 0, "runtime": 30, "mem_mb": 4000, "launcher": ""},
+    "drift": {"threads": 1, "gpu": 0, "runtime": 30, "mem_mb": 4000, "launcher": ""},
+}
+
+
+def rule_resources(config: Mapping, kind: str) -> dict[str, Any]:
+    """The resources of rule kind `kind` with the defaults filled in."""
+    return {**RESOURCE_DEFAULTS[kind], **(config.get("resources") or {}).get(kind, {})}
+
+
+def snakemake_resources(config: Mapping, kind: str) -> dict[str, Any]:
+    """A rule's `resources:` for `kind`; each retry extends the runtime. CPU-only jobs (gpu 0)
+    get no GPU keys, so the SLURM executor asks for none."""
+    spec = rule_resources(config, kind)
+    runtime = spec["runtime"]
+    res: dict[str, int | str | Callable] = {
+        "runtime": lambda wildcards, attempt: runtime * attempt,
+        "mem_mb": spec["mem_mb"],
+    }
+    if spec["gpu"]:
+        res["gpu"] = spec["gpu"]
+        res.update({key: spec[key] for key in ("gpu_model", "cpus_per_gpu") if key in spec})
+    res.update({key: spec[key] for key in ("slurm_partition", "slurm_account") if key in spec})
+    return res

@@ -1,0 +1,21 @@
+"""Shared test helpers: the `cptlab` CLI in-process, and the markers.
+
+Markers (pyproject.toml): `slow` (opt-in, `make test-slow`: builds the full embedded base) and
+`integration` (runs Snakemake or several processes; part of `make test`).
+"""
+
+from __future__ import annotations
+
+from cptlab.cli import main, parser
+
+
+def run_command(argv: list[str]) -> None:
+    """Run one `cptlab` subcommand in this process, letting its exceptions through."""
+    args = parser().parse_args(argv)
+    args.run(args)
+
+
+def run_cli(argv: list[str], capsys) -> tuple[int, str]:
+    """(exit code, stderr) of `cptlab <argv>` as the command line reports it."""
+    code = main(argv)
+    return code, capsys.readouterr().err
