@@ -29,10 +29,12 @@ import torch  # noqa: E402
 import yaml  # noqa: E402
 
 from cptlab.base_model.architecture import build_model, count_parameters  # noqa: E402
+from cptlab.base_model.settings import ArchitectureSettings
 from cptlab.base_model.tokenizer import train_tokenizer  # noqa: E402
 from cptlab.checkpoints import load_checkpoint  # noqa: E402
 from cptlab.domains import load_benchmark  # noqa: E402
-from cptlab.evaluation.generation import Sampling, generate  # noqa: E402
+from cptlab.evaluation.generation import generate  # noqa: E402
+from cptlab.evaluation.settings import Sampling  # noqa: E402
 
 
 def parse() -> argparse.Namespace:
@@ -52,7 +54,7 @@ def build_random(folder: Path, rows: list[dict]) -> Path:
     texts = [m["content"] for r in rows for m in r["prompt"]]
     texts += [r["metadata"].get("solution", r["answer"]) for r in rows]
     tokenizer = train_tokenizer(texts, config["base"]["tokenizer"]["vocab_size"])
-    model = build_model(config["base"]["model"], tokenizer, seed=0)
+    model = build_model(ArchitectureSettings(**config["base"]["model"]), tokenizer, seed=0)
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder

@@ -25,7 +25,8 @@ from collections import Counter
 import torch
 
 from cptlab.checkpoints import load_checkpoint
-from cptlab.evaluation.generation import Sampling, generate
+from cptlab.evaluation.generation import generate
+from cptlab.evaluation.settings import Sampling
 from cptlab.rows import read_jsonl
 from cptlab.verifiers.math import last_boxed, normalize_answer
 

@@ -27,8 +27,9 @@ import torch
 
 from cptlab.base_model.warmup import encode_example
 from cptlab.checkpoints import load_checkpoint
-from cptlab.evaluation.generation import Sampling, generate
+from cptlab.evaluation.generation import generate
 from cptlab.evaluation.scoring import score_completions
+from cptlab.evaluation.settings import Sampling
 from cptlab.rows import read_jsonl
 from cptlab.teacher_prompt import teacher_messages
 

@@ -1,9 +1,11 @@
 """Config validation: errors name the bad key."""
 
+import dataclasses
+
 import pytest
 import yaml
 
-from cptlab.config import ConfigError, load_config, validate_config
+from cptlab.config import ConfigError, load_config, merge, schema, validate_config
 
 
 def embedded():
@@ -54,3 +56,158 @@ def test_json_config_keeps_exponent_numbers(tmp_path):
     path = tmp_path / "config.json"
     path.write_text(json.dumps(config))
     assert load_config(path)["training"]["learning_rate"] == 3e-05
+
+
+# --- extends: overlays ----------------------------------------------------------------------
+
+
+def write(path, text: str):
+    path.write_text(text)
+    return path
+
+
+def test_an_overlay_states_only_what_it_changes(tmp_path):
+    write(tmp_path / "parent.yaml", open("config/config.yaml").read())
+    write(
+        tmp_path / "child.yaml",
+        "extends: parent.yaml\nexperiment: child\nrun: {seeds: [0, 1]}\nevaluation: {n: 10}\n",
+    )
+    parent, child = load_config(tmp_path / "parent.yaml"), load_config(tmp_path / "child.yaml")
+    assert child["experiment"] == "child" and child["run"]["seeds"] == [0, 1]
+    assert child["run"]["sequence"] == parent["run"]["sequence"]  # mappings merge key by key
+    assert child["evaluation"] == {**parent["evaluation"], "n": 10}
+    assert "extends" not in child
+    assert list(child) == list(parent)  # the parent's key order (domain order matters)
+
+
+def test_lists_and_one_value_mappings_replace(tmp_path):
+    config = embedded()
+    merged = merge(config, {"run": {"methods": ["grpo"]}, "training": {"collapse": {
+        "thresholds": {"top_ngram_share": 0.9}}}})  # fmt: skip
+    assert merged["run"]["methods"] == ["grpo"]
+    assert merged["training"]["collapse"]["thresholds"] == {"top_ngram_share": 0.9}
+    assert merged["training"]["collapse"]["patience"] == config["training"]["collapse"]["patience"]
+
+
+def test_extends_chains_loops_and_missing_files_are_named(tmp_path):
+    write(tmp_path / "a.yaml", open("config/config.yaml").read())
+    write(tmp_path / "b.yaml", "extends: a.yaml\nexperiment: b\n")
+    write(tmp_path / "c.yaml", "extends: b.yaml\nrun: {seeds: [3]}\n")
+    chained = load_config(tmp_path / "c.yaml")
+    assert (chained["experiment"], chained["run"]["seeds"]) == ("b", [3])
+    write(tmp_path / "x.yaml", "extends: y.yaml\n")
+    write(tmp_path / "y.yaml", "extends: x.yaml\n")
+    with pytest.raises(ConfigError, match="loops back"):
+        load_config(tmp_path / "x.yaml")
+    write(tmp_path / "lost.yaml", "extends: nowhere.yaml\n")
+    with pytest.raises(ConfigError, match="nowhere.yaml: no such config file .extended by"):
+        load_config(tmp_path / "lost.yaml")
+
+
+def test_learning_yaml_is_an_overlay_of_the_default():
+    learning, default = load_config("config/learning.yaml"), load_config("config/config.yaml")
+    text = open("config/learning.yaml").read()
+    assert "extends: config.yaml" in text and len(text.splitlines()) < 20
+    assert learning["methods"] == default["methods"]
+    assert learning["training"] == default["training"]
+    assert learning["run"]["sequence"] == ["math"] and learning["base"]["path"]
+
+
+def test_overrides_merge_last(tmp_path):
+    config = load_config("config/config.yaml", {"evaluation": {"n": 7}})
+    assert config["evaluation"]["n"] == 7 and config["evaluation"]["samples"] == 1
+
+
+# --- defaults: one home per section, mirrored by the schema -----------------------------------
+
+
+def schema_properties(path: str) -> dict:
+    """The schema's `properties` at a dotted path (`methods.*`: a method entry)."""
+    node = schema()
+    for part in path.split("."):
+        node = node["properties"][part] if part != "*" else node["additionalProperties"]
+    return node["properties"]
+
+
+def dataclass_defaults(cls) -> dict:
+    out = {}
+    for f in dataclasses.fields(cls):
+        if f.default is not dataclasses.MISSING:
+            out[f.name] = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            out[f.name] = f.default_factory()
+    return out
+
+
+def section_defaults() -> dict[str, dict]:
+    from cptlab.base_model import settings as base
+    from cptlab.drift.settings import DriftSettings
+    from cptlab.evaluation.settings import EvalSettings
+    from cptlab.train.spec import METHOD_DEFAULTS, TRAINING_DEFAULTS
+
+    methods = {**METHOD_DEFAULTS["grpo"], **METHOD_DEFAULTS["sdpo"]}
+    shared = set(METHOD_DEFAULTS["grpo"]) & set(METHOD_DEFAULTS["sdpo"])
+    assert all(METHOD_DEFAULTS["grpo"][k] == METHOD_DEFAULTS["sdpo"][k] for k in shared)
+    training = {k: v for k, v in TRAINING_DEFAULTS.items() if k not in ("kl_probe", "collapse")}
+    return {
+        "evaluation": dataclass_defaults(EvalSettings),
+        "drift": dataclass_defaults(DriftSettings),
+        "base.tokenizer": dataclass_defaults(base.TokenizerSettings),
+        "base.model": dataclass_defaults(base.ArchitectureSettings),
+        "base.warmup": dataclass_defaults(base.WarmupSettings),
+        "base.sft": dataclass_defaults(base.SFTConfig),
+        "base.measure": dataclass_defaults(base.MeasureSettings),
+        "methods.*": methods,
+        "training": training,
+        "training.kl_probe": TRAINING_DEFAULTS["kl_probe"],
+        "training.collapse": TRAINING_DEFAULTS["collapse"],
+    }
+
+
+@pytest.mark.parametrize("section", list(section_defaults()))
+def test_schema_defaults_equal_the_codes(section):
+    defaults = section_defaults()[section]
+    properties = schema_properties(section)
+    in_schema = {k: spec["default"] for k, spec in properties.items() if "default" in spec}
+    nested = {k for k, spec in properties.items() if spec.get("properties") and k in defaults}
+    assert in_schema == {k: v for k, v in defaults.items() if k not in nested or k in in_schema}
+
+
+def test_resource_defaults_are_the_schemas():
+    from cptlab.resources import RESOURCE_DEFAULTS
+
+    properties = schema_properties("resources")
+    assert {kind: spec.get("default") for kind, spec in properties.items()} == RESOURCE_DEFAULTS
+
+
+def test_every_key_is_described():
+    def walk(prefix, spec, found):
+        for key, child in (spec.get("properties") or {}).items():
+            if not str(child.get("description", "")).strip():
+                found.append(f"{prefix}{key}")
+            walk(f"{prefix}{key}.", child, found)
+            extra = child.get("additionalProperties")
+            if isinstance(extra, dict):
+                walk(f"{prefix}{key}.<name>.", extra, found)
+        return found
+
+    full = schema()
+    assert walk("", full, []) == []
+    assert walk("<job_resources>.", full["$defs"]["job_resources"], []) == []
+
+
+def test_config_readme_is_written_from_the_schema():
+    from cptlab.config_reference import reference
+
+    assert open("config/README.md").read() == reference(schema()), (
+        "config/README.md is stale: run `cptlab config-reference --out config/README.md`"
+    )
+
+
+def test_missing_required_base_keys_are_named():
+    from cptlab.base_model.settings import BaseSettings
+
+    config = embedded()
+    del config["base"]["model"]["num_heads"]
+    with pytest.raises(ConfigError, match=r"base.model: missing required key\(s\) \['num_heads'\]"):
+        BaseSettings.from_config(config)

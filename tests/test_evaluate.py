@@ -13,6 +13,7 @@ from conftest import run_cli, run_command
 from tiny_world import TINY_MODEL, tiny_rows, write_rows
 
 from cptlab.base_model.architecture import build_model
+from cptlab.base_model.settings import ArchitectureSettings
 from cptlab.base_model.tokenizer import train_tokenizer
 from cptlab.config import ConfigError
 from cptlab.evaluation.generation import count_generated
@@ -67,7 +68,7 @@ def save_model(folder: Path, rows: list[dict]) -> Path:
     tokenizer = train_tokenizer(
         [r["prompt"][0]["content"] + " " + r["metadata"]["solution"] for r in rows], 300
     )
-    model = build_model(TINY_MODEL, tokenizer, seed=0)
+    model = build_model(ArchitectureSettings(**TINY_MODEL), tokenizer, seed=0)
     torch.manual_seed(1)
     with torch.no_grad():
         for p in model.parameters():

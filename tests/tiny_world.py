@@ -16,6 +16,7 @@ import random
 from pathlib import Path
 
 from cptlab.base_model.architecture import build_model
+from cptlab.base_model.settings import ArchitectureSettings
 from cptlab.base_model.tokenizer import train_tokenizer
 from cptlab.domains import BENCHMARKS, Benchmark, register_benchmark
 from cptlab.verifiers import VERIFIERS, Verdict, register
@@ -109,7 +110,7 @@ def save_tiny_model(folder: Path, rows: list[dict], seed: int = 0, vocab_size: i
     texts = [r["prompt"][0]["content"] + " " + r["metadata"]["solution"] for r in rows]
     texts += ["<think>reasoning</think> Correct solution: the answer"]
     tokenizer = train_tokenizer(texts, vocab_size)
-    model = build_model(TINY_MODEL, tokenizer, seed)
+    model = build_model(ArchitectureSettings(**TINY_MODEL), tokenizer, seed)
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder

@@ -17,8 +17,10 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import MISSING, fields
 from importlib.resources import files
 from pathlib import Path
+from typing import Any
 
 import jsonschema
 import yaml
@@ -94,13 +96,32 @@ def load_config(paths: str | Path | Sequence[str | Path], overrides: Mapping | N
 
 def validate_config(config: dict, source: str = "config") -> dict:
     """`config` if it follows the schema and names only known things, else ConfigError."""
-    validator = jsonschema.Draft202012Validator(schema())
-    errors = sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
-    if errors:
-        lines = [f"  {'.'.join(map(str, e.absolute_path)) or '<top>'}: {e.message}" for e in errors]
-        raise ConfigError(f"{source}: invalid configuration\n" + "\n".join(lines))
+    check_schema(config, schema(), source)
     _check_names(config, source)
     return config
+
+
+def check_schema(value: Any, spec: dict, source: str, prefix: str = "") -> None:
+    """ConfigError listing every way `value` breaks schema `spec`, each with its full key
+    (`prefix` names where `value` sits in the config)."""
+    validator = jsonschema.Draft202012Validator(spec)
+    errors = sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path))
+    if errors:
+        lines = [line for e in errors for line in _error_lines(e, prefix)]
+        raise ConfigError(f"{source}: invalid configuration\n" + "\n".join(lines))
+
+
+def _error_lines(error: jsonschema.ValidationError, prefix: str = "") -> list[str]:
+    """One line per problem, naming the full key (an unknown key by its own name)."""
+    where = ".".join([p for p in [prefix] if p] + list(map(str, error.absolute_path)))
+    known = error.schema.get("properties")
+    if error.validator == "additionalProperties" and isinstance(error.instance, dict) and known:
+        return [
+            f"  {f'{where}.' if where else ''}{key}: unknown key (known: {', '.join(known)})"
+            for key in error.instance
+            if key not in known
+        ]
+    return [f"  {where or '<top>'}: {error.message}"]
 
 
 def _check_names(config: dict, source: str) -> None:
@@ -129,3 +150,16 @@ def _check_names(config: dict, source: str) -> None:
                 f"{source}: run.methods[{k}] is {method!r}, not a key of `methods` "
                 f"({sorted(config.get('methods', {}))})"
             )
+
+
+def settings(cls: type, values: Mapping | None, where: str):
+    """`cls(**values)` for a settings dataclass (a config section with its defaults), with a
+    missing required key reported as a ConfigError naming it (`where.key`)."""
+    values = dict(values or {})
+    required = [
+        f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING
+    ]
+    missing = [name for name in required if name not in values]
+    if missing:
+        raise ConfigError(f"{where}: missing required key(s) {missing}")
+    return cls(**values)

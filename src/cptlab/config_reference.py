@@ -53,8 +53,7 @@ def _rows(prefix: str, spec: dict, defs: dict, out: list[str]) -> None:
             f"| {name} | {_type(child, defs)} | {_default(child)} | "
             f"{_text(child.get('description', ''))} |"
         )
-        target = defs.get(child["$ref"].rsplit("/", 1)[-1]) if "$ref" in child else child
-        _rows(path, target, defs, out)
+        _rows(path, child, defs, out)  # a $ref's keys are listed once, in its own section
         extra = child.get("additionalProperties")
         if isinstance(extra, dict) and extra.get("properties"):
             _rows(f"{path}.<name>", extra, defs, out)
@@ -68,8 +67,7 @@ def reference(schema: dict) -> str:
         required = " (required)" if key in schema.get("required", []) else ""
         parts.append(f"\n## `{key}`{required}\n\n{_text(spec.get('description', ''))}\n")
         rows: list[str] = []
-        target = defs.get(spec["$ref"].rsplit("/", 1)[-1]) if "$ref" in spec else spec
-        _rows(key, target, defs, rows)
+        _rows(key, spec, defs, rows)
         extra = spec.get("additionalProperties")
         if isinstance(extra, dict) and extra.get("properties"):
             _rows(f"{key}.<name>", extra, defs, rows)
@@ -77,7 +75,7 @@ def reference(schema: dict) -> str:
             parts.append("| key | type | default | description |\n|---|---|---|---|")
             parts.append("\n".join(rows))
     for name, spec in defs.items():
-        parts.append(f"\n## `{name}` (used above)\n\n{_text(spec.get('description', ''))}\n")
+        parts.append(f"\n## `<{name}>`\n\n{_text(spec.get('description', ''))}\n")
         rows = []
         _rows(f"<{name}>", spec, defs, rows)
         parts.append("| key | type | default | description |\n|---|---|---|---|")

@@ -65,12 +65,15 @@ class Plan:
     methods:    the method names of `run.methods`, one chain per (method, seed)
     seeds:      the training seeds
     benchmarks: every id and ood benchmark (eval_benchmarks)
+    anchor:     `run.anchor`, the checkpoint an SDPO teacher anchored at `base` starts from
+                (None: the base model)
     """
 
     sequence: list[str]
     methods: list[str]
     seeds: list[int]
     benchmarks: list[DataSet]
+    anchor: str | None = None
 
     @classmethod
     def from_config(cls, config: Mapping) -> Plan:
@@ -86,7 +89,7 @@ class Plan:
         unknown = [d for d in sequence if d not in domains]
         if unknown:
             raise ConfigError(f"run.sequence names domains not in data.domains: {unknown}")
-        return cls(sequence, methods, seeds, eval_benchmarks(config))
+        return cls(sequence, methods, seeds, eval_benchmarks(config), run.get("anchor"))
 
     @property
     def stages(self) -> list[int]:

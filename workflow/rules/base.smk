@@ -7,12 +7,7 @@ rule build_base:
     input:
         [data_file(f"{domain}_pretrain") for domain in DOMAINS],
         [data_file(name) for name in base_measure_benchmarks(config)],
-        provenance=provenance(
-            BASE_JOB,
-            "build-base",
-            # Domain order decides the warm-up mixture's order, so it is a setting.
-            lambda wc: {"base": config["base"], "domains": list(DOMAINS)},
-        ),
+        provenance=provenance(BASE_JOB, "build-base", base_settings),
     output:
         manifest=LAYOUT.base_manifest,
     params:

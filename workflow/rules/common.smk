@@ -1,10 +1,15 @@
 # Helpers shared by the rules: the config, the results layout, resources, and each job's
 # provenance file (what decides its reruns).
+from dataclasses import asdict
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
+from cptlab.base_model.settings import BaseSettings
 from cptlab.config import ConfigError, load_config
+from cptlab.domains.prepare import data_settings as data_section
+from cptlab.drift.settings import ChainSettings, DriftSettings
+from cptlab.evaluation.settings import EvalSettings
 from cptlab.layout import Layout
 from cptlab.plan import Plan, base_measure_benchmarks, builds_base, datasets, eval_benchmarks
 from cptlab.provenance import SourceTree, write_if_changed
@@ -17,7 +22,7 @@ from cptlab.train.spec import resolve_stage
 try:
     _config = load_config(
         workflow.overwrite_configfiles or ["config/config.yaml"],
-        workflow.config_settings.overwrite_config,
+        dict(workflow.config_settings.config),
     )
 except ConfigError as err:
     raise WorkflowError(str(err)) from None
@@ -79,6 +84,11 @@ def stage_manifest(method, seed, stage):
     return str(LAYOUT.stage_manifest(method, seed, stage, SEQUENCE[int(stage) - 1]))
 
 
+def anchor():
+    """The checkpoint an SDPO teacher anchored at `base` starts from (run.anchor)."""
+    return PLAN.anchor or base_model()
+
+
 def previous_checkpoint(wc):
     """The checkpoint stage `wc.stage` starts from: the base model, or the previous stage."""
     stage = int(wc.stage)
@@ -104,48 +114,51 @@ def checkpoint_evals():
     ]
 
 
-def stage_settings(method, domain):
-    """What one stage's training depends on: its method and training keys resolved for this
-    domain (another domain's step count is not among them, so changing it reruns only that
-    domain's stages)."""
-    settings = resolve_stage(config, method, domain).as_dict()
-    settings["training"] = {k: v for k, v in settings["training"].items() if k != "domain_steps"}
-    return settings
-
-
-# --- what each kind of job depends on (its provenance settings) ---------------------------
+# --- what each kind of job depends on: its settings as the command resolves them -----------
+# (so stating a key at its default reruns nothing)
 
 
 def data_settings(wc):
-    """What preparing one benchmark reads: the data seed, its split's size and its options."""
-    from cptlab.domains import get_benchmark
+    return data_section(config, wc.benchmark)
 
-    data = config["data"]
-    return {
-        "seed": data["seed"],
-        "size": data.get("sizes", {}).get(get_benchmark(wc.benchmark).split),
-        "options": data.get("options", {}).get(wc.benchmark),
-    }
+
+def base_settings(wc):
+    # Domain order decides the warm-up mixture's order, so it is a setting.
+    return {"base": asdict(BaseSettings.from_config(config)), "domains": list(DOMAINS)}
+
 
 def train_settings(wc):
+    """The stage's method and training keys resolved for its domain (another domain's step
+    count is not among them, so changing it reruns only that domain's stages), its start and
+    anchor checkpoints and its launcher."""
+    settings = resolve_stage(config, wc.method, wc.domain).as_dict()
+    settings["training"] = {k: v for k, v in settings["training"].items() if k != "domain_steps"}
     return {
-        **stage_settings(wc.method, wc.domain),
+        **settings,
         "start": previous_checkpoint(wc),
-        "anchor": config["run"].get("anchor", base_model()),
+        "anchor": anchor(),
         "launcher": launcher("train"),
     }
 
+
 def evaluation_settings(checkpoint):
-    return lambda wc: {"evaluation": config.get("evaluation", {}), "checkpoint": checkpoint(wc)}
+    return lambda wc: {
+        "evaluation": asdict(EvalSettings.from_config(config)),
+        "checkpoint": checkpoint(wc),
+    }
+
 
 def plan_settings(wc):
     """What the tables and figures read of the config: the chains and the benchmarks."""
-    return {"run": config["run"], "benchmarks": [vars(b) for b in eval_benchmarks(config)]}
+    return {"run": config["run"], "benchmarks": [asdict(b) for b in eval_benchmarks(config)]}
+
 
 def drift_settings(wc):
-    """The drift section and the collapse monitor's n-gram size and format tokens."""
-    collapse = config.get("training", {}).get("collapse", {})
-    return {"drift": config.get("drift", {}), "collapse": collapse, "base": base_model()}
+    return {"drift": ChainSettings.from_config(config).as_dict(), "base": base_model()}
+
+
+def dataset_distance_settings(wc):
+    return {"seed": config["data"]["seed"], "drift": asdict(DriftSettings.from_config(config))}
 
 
 # --- resources --------------------------------------------------------------------------------

@@ -43,9 +43,7 @@ rule dataset_distance:
         data=[data_file(d.name) for d in datasets(config)],
         scores=LAYOUT.scores_csv,
         provenance=provenance(
-            "drift/dataset_distance",
-            "dataset-distance",
-            lambda wc: {"seed": config["data"]["seed"], "drift": config.get("drift", {})},
+            "drift/dataset_distance", "dataset-distance", dataset_distance_settings
         ),
     output:
         manifest=LAYOUT.dataset_distance_dir / "manifest.json",

@@ -14,7 +14,7 @@ rule train_stage:
     params:
         config=CONFIG_FILE,
         start=previous_checkpoint,
-        anchor=config["run"].get("anchor", base_model()),
+        anchor=anchor(),
         out=str(LAYOUT.stage_dir("{method}", "{seed}", "{stage}", "{domain}")),
         # Resumable trainer state lives outside the output, which Snakemake clears on a rerun.
         state=str(LAYOUT.state_dir("{method}", "{seed}", "{stage}", "{domain}")),

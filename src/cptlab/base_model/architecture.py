@@ -5,19 +5,22 @@ from __future__ import annotations
 import torch
 from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
+from cptlab.base_model.settings import ArchitectureSettings
 
-def build_model(spec: dict, tokenizer: PreTrainedTokenizerFast, seed: int) -> Qwen2ForCausalLM:
-    """A freshly initialised Qwen2 model. `spec` keys: hidden_size, num_layers, num_heads,
-    num_kv_heads, intermediate_size, max_positions (see config.schema.yaml)."""
+
+def build_model(
+    spec: ArchitectureSettings, tokenizer: PreTrainedTokenizerFast, seed: int
+) -> Qwen2ForCausalLM:
+    """A freshly initialised Qwen2 model of architecture `spec`, seeded."""
     config = Qwen2Config(
         vocab_size=len(tokenizer),
-        hidden_size=spec["hidden_size"],
-        intermediate_size=spec["intermediate_size"],
-        num_hidden_layers=spec["num_layers"],
-        num_attention_heads=spec["num_heads"],
-        num_key_value_heads=spec["num_kv_heads"],
-        max_position_embeddings=spec["max_positions"],
-        tie_word_embeddings=spec.get("tie_word_embeddings", True),
+        hidden_size=spec.hidden_size,
+        intermediate_size=spec.intermediate_size,
+        num_hidden_layers=spec.num_layers,
+        num_attention_heads=spec.num_heads,
+        num_key_value_heads=spec.num_kv_heads,
+        max_position_embeddings=spec.max_positions,
+        tie_word_embeddings=spec.tie_word_embeddings,
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,

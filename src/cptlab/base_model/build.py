@@ -22,18 +22,21 @@ import torch
 
 from cptlab.artifacts import atomic_write_text, write_manifest
 from cptlab.base_model.architecture import build_model, count_parameters
+from cptlab.base_model.settings import BaseSettings, MeasureSettings
 from cptlab.base_model.tokenizer import train_tokenizer
-from cptlab.base_model.warmup import SFTConfig, encode_example, train_sft
+from cptlab.base_model.warmup import encode_example, train_sft
 from cptlab.chat import render
 from cptlab.checkpoints import load_tokenizer
-from cptlab.evaluation.generation import Sampling, generate
+from cptlab.evaluation.generation import generate
 from cptlab.evaluation.scoring import mean_pass_at_k, rewards, score_completions
+from cptlab.evaluation.settings import Sampling
 from cptlab.plan import base_measure_benchmarks
 from cptlab.teacher_prompt import teacher_messages
 
 log = logging.getLogger(__name__)
 
-# (measurement, comparison, bound) -- the foundation issue's requirements on the base.
+# (measurement, comparison, bound): a base that leaves room to learn (accuracy in range, pass@8
+# well above pass@1), whose SDPO teacher can read a demonstration, and that can forget (OOD).
 BOUNDS = {
     "greedy_id_accuracy": ("between", (0.10, 0.70)),  # each training domain
     "pass8_over_pass1": (">=", 1.5),  # each training domain
@@ -69,7 +72,7 @@ def warmup_examples(
     the prompt asks for \\boxed{}), which its verifier scores 0. A base that knows answers but
     does not always give them in the requested form is where RL post-training starts from;
     adopting the requested convention is something a stage can learn in tens of steps, while
-    recalling more facts is not (see README, "The embedded testbed")."""
+    recalling more facts is not (docs/embedded-testbed.md)."""
     by_form: dict[tuple, list[str]] = {}
     for row in rows:
         by_form.setdefault(_form_of(row), []).append(row["metadata"]["solution"])
@@ -107,16 +110,18 @@ def _form_of(row: dict) -> tuple:
     return row.get("domain"), row["metadata"].get("form")
 
 
-def measure(model, tokenizer, rows_by_benchmark: dict[str, list[dict]], spec: dict, seed: int):
+def measure(
+    model, tokenizer, rows_by_benchmark: dict[str, list[dict]], spec: MeasureSettings, seed: int
+):
     """Greedy accuracy of every benchmark; for training-domain id sets also sampled pass@1,
     pass@k and greedy accuracy with a correct demonstration in the teacher prompt."""
     results = {}
-    greedy = Sampling(n=1, temperature=0.0, max_new_tokens=spec["max_new_tokens"])
+    greedy = Sampling(n=1, temperature=0.0, max_new_tokens=spec.max_new_tokens)
     sampled = Sampling(
-        n=spec["k"],
-        temperature=spec["temperature"],
+        n=spec.k,
+        temperature=spec.temperature,
         top_p=1.0,
-        max_new_tokens=spec["max_new_tokens"],
+        max_new_tokens=spec.max_new_tokens,
     )
     for name, rows in rows_by_benchmark.items():
         out = {}
@@ -126,7 +131,7 @@ def measure(model, tokenizer, rows_by_benchmark: dict[str, list[dict]], spec: di
             samples = generate(model, tokenizer, [r["prompt"] for r in rows], sampled, seed)
             matrix = rewards(score_completions(rows, samples))
             out["pass1"] = mean_pass_at_k(matrix, 1)
-            out[f"pass{spec['k']}"] = mean_pass_at_k(matrix, spec["k"])
+            out[f"pass{spec.k}"] = mean_pass_at_k(matrix, spec.k)
             reprompts = [teacher_messages(r["prompt"], r["metadata"]["solution"]) for r in rows]
             teacher = generate(model, tokenizer, reprompts, greedy, seed)
             out["teacher_accuracy"] = float(rewards(score_completions(rows, teacher)).mean())
@@ -175,44 +180,46 @@ def build_base(
     """Build, measure and save the embedded base model into `out_dir`; returns the manifest."""
     started = time.perf_counter()
     torch.set_num_threads(threads)
-    spec = config["base"]
-    seed = spec["seed"]
+    spec = BaseSettings.from_config(config)
+    seed = spec.seed
     data_dir, out_dir = Path(data_dir), Path(out_dir)
     read = lambda name: [json.loads(line) for line in open(data_dir / f"{name}.jsonl")]  # noqa: E731
     domains = config["data"]["domains"]
     train_domains = [d for d, spec in domains.items() if spec.get("train")]
     eval_only = [d for d, spec in domains.items() if spec.get("ood") and not spec.get("train")]
 
-    weights = spec["warmup"].get("domain_weights", {})
+    warmup = spec.warmup
     warmup_rows = [
-        row for d in domains for row in weighted(read(f"{d}_pretrain"), weights.get(d, 1.0))
+        row
+        for d in domains
+        for row in weighted(read(f"{d}_pretrain"), warmup.domain_weights.get(d, 1.0))
     ]
     texts = [render(r["prompt"]) + r["metadata"]["solution"] for r in warmup_rows]
     tokenizer = train_tokenizer(
         texts,
-        spec["tokenizer"]["vocab_size"],
-        spec["tokenizer"].get("split_words", True),
-        spec["tokenizer"].get("max_digits_per_token"),
+        spec.tokenizer.vocab_size,
+        spec.tokenizer.split_words,
+        spec.tokenizer.max_digits_per_token,
     )
-    sft = spec["sft"]
+    sft = spec.sft
     examples = warmup_examples(
         tokenizer,
         warmup_rows,
-        spec["warmup"]["reprompt_share"],
+        warmup.reprompt_share,
         seed,
-        spec["warmup"].get("counterfactual_share", 0.0),
-        spec["warmup"].get("off_format_share", 0.0),
-        spec["warmup"].get("domain_reprompt_share"),
-        passes=math.ceil(sft["steps"] * sft["batch_size"] / max(len(warmup_rows), 1)),
+        warmup.counterfactual_share,
+        warmup.off_format_share,
+        warmup.domain_reprompt_share,
+        passes=math.ceil(sft.steps * sft.batch_size / max(len(warmup_rows), 1)),
     )
     too_long = max(len(ids) for ids, _ in examples)
-    if too_long > spec["model"]["max_positions"]:
+    if too_long > spec.model.max_positions:
         raise ValueError(
-            f"base.model.max_positions={spec['model']['max_positions']} is shorter "
+            f"base.model.max_positions={spec.model.max_positions} is shorter "
             f"than the longest warm-up example ({too_long} tokens)"
         )
 
-    model = build_model(spec["model"], tokenizer, seed)
+    model = build_model(spec.model, tokenizer, seed)
     log.info(
         "base model: %d parameters, %d warm-up examples", count_parameters(model), len(examples)
     )
@@ -220,7 +227,7 @@ def build_base(
     curve = train_sft(
         model,
         examples,
-        SFTConfig(**spec["sft"]),
+        sft,
         tokenizer.pad_token_id,
         seed,
         log=lambda r: log.info("warm-up %s", r),
@@ -236,12 +243,12 @@ def build_base(
     model = Qwen2ForCausalLM.from_pretrained(out_dir, local_files_only=True)
     tokenizer = load_tokenizer(str(out_dir))
 
-    n = spec["measure"]["n"]
+    n = spec.measure.n
     eval_sets = {name: read(name)[:n] for name in base_measure_benchmarks(config)}
     t0 = time.perf_counter()
-    results = measure(model, tokenizer, eval_sets, spec["measure"], seed)
+    results = measure(model, tokenizer, eval_sets, spec.measure, seed)
     measure_seconds = time.perf_counter() - t0
-    bounds = check_bounds(results, train_domains, eval_only, spec["measure"]["k"])
+    bounds = check_bounds(results, train_domains, eval_only, spec.measure.k)
     failed = [name for name, b in bounds.items() if not b["ok"]]
     if failed:
         log.warning("base model misses bound(s): %s", failed)
@@ -265,7 +272,7 @@ def build_base(
         },
         "threads": threads,
         "weights_sha256": weights_digest(model),
-        "config": spec,
+        "config": config["base"],
     }
     write_manifest(out_dir, manifest)
     return manifest

@@ -6,24 +6,12 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerFast
 
+from cptlab.base_model.settings import SFTConfig
 from cptlab.chat import IM_END, render
-
-
-@dataclass(frozen=True)
-class SFTConfig:
-    """steps: optimizer steps; batch_size: sequences per step; lr: peak learning rate
-    (linear warm-up over warmup_steps, cosine decay to 10%); weight_decay: AdamW decay."""
-
-    steps: int
-    batch_size: int
-    lr: float
-    warmup_steps: int = 50
-    weight_decay: float = 0.01
 
 
 def encode_example(

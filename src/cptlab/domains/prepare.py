@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 from cptlab.artifacts import atomic_write_text
@@ -9,11 +10,21 @@ from cptlab.domains import get_benchmark, load_benchmark
 from cptlab.rows import iter_jsonl_text
 
 
-def prepare_benchmark(config: dict, name: str, out: str | Path) -> int:
-    """Write benchmark `name` to `out` (atomically); returns the number of rows."""
-    benchmark = get_benchmark(name)
+def data_settings(config: Mapping, name: str) -> dict:
+    """What preparing benchmark `name` reads of the config's `data` section: the data seed,
+    the size of its split (`data.sizes`; None: every row) and its loader options
+    (`data.options`; none by default)."""
     data = config["data"]
-    n = data.get("sizes", {}).get(benchmark.split)
-    rows = load_benchmark(name, n=n, seed=data["seed"], **data.get("options", {}).get(name, {}))
+    return {
+        "seed": data["seed"],
+        "size": (data.get("sizes") or {}).get(get_benchmark(name).split),
+        "options": (data.get("options") or {}).get(name, {}),
+    }
+
+
+def prepare_benchmark(config: Mapping, name: str, out: str | Path) -> int:
+    """Write benchmark `name` to `out` (atomically); returns the number of rows."""
+    spec = data_settings(config, name)
+    rows = load_benchmark(name, n=spec["size"], seed=spec["seed"], **spec["options"])
     atomic_write_text(out, iter_jsonl_text(rows))
     return len(rows)

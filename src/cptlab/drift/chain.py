@@ -37,7 +37,7 @@ import logging
 import math
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -46,11 +46,10 @@ import pandas as pd
 from cptlab.artifacts import write_manifest
 from cptlab.checkpoints import model_folder
 from cptlab.drift.embedders import Embedder, resolve_embedder
-from cptlab.drift.settings import DriftSettings, thread_limits
+from cptlab.drift.settings import ChainSettings, DriftSettings, thread_limits
 from cptlab.drift.tables import ALL, read_json_lines, read_responses, write_json, write_table
 from cptlab.layout import Layout
 from cptlab.plan import builds_base, eval_benchmarks
-from cptlab.train.spec import training_section
 
 log = logging.getLogger(__name__)
 
@@ -64,25 +63,6 @@ SUMMARY_METRICS = (
 )
 REFERENCES = ("base", "previous")
 LOG_PREFIX = "collapse/"
-
-
-@dataclass(frozen=True)
-class ChainSettings:
-    """The drift section with the collapse monitor's n-gram size and format tokens."""
-
-    drift: DriftSettings
-    ngram: int
-    format_tokens: dict[str, str]
-
-    @classmethod
-    def from_config(cls, config: Mapping) -> ChainSettings:
-        drift = DriftSettings.from_config(config)
-        collapse = training_section(config)["collapse"]
-        ngram = drift.ngram if drift.ngram is not None else int(collapse["ngram"])
-        return cls(drift, ngram, dict(collapse["format_tokens"]))
-
-    def as_dict(self) -> dict:
-        return {**asdict(self.drift), "ngram": self.ngram, "format_tokens": self.format_tokens}
 
 
 @dataclass(frozen=True)

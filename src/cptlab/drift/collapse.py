@@ -1,7 +1,7 @@
 """Collapse forensics: what a checkpoint's outputs degenerate into, and how fast.
 
 Self-distillation can amplify a frequent formatting artifact (a repeated `\\boxed`) through the
-teacher-student loop until outputs degenerate (paper.md, finding 6). Per checkpoint, over all
+teacher-student loop until outputs degenerate (the study's finding 6). Per checkpoint, over all
 completions of an evaluation responses file, `collapse_forensics` reports:
 
 top_ngrams            the most repeated token n-grams (count, share of all n-grams)

@@ -165,7 +165,7 @@ def gain_forgetting_vs_mmd(
 
     `relative` has one row per (source: the data set trained on, target: the benchmark's data
     set, value: relative performance in %). Gain = max(0, relative), forgetting = max(0,
-    -relative) (paper.md, "Metrics"). Returns (table with source, target, mmd, relative, gain,
+    -relative), as the study defines them. Returns (table with source, target, mmd, relative, gain,
     forgetting; {"gain": fit_trend(mmd, gain), "forgetting": fit_trend(mmd, forgetting)}).
     """
     for column in (source, target, value):

@@ -1,7 +1,7 @@
 """Parameter drift of a checkpoint W against a reference W0, per weight matrix.
 
-The measures of "The Path Not Taken" (arXiv 2511.08567) that the study plots (paper.md,
-"Metrics"); where the paper leaves a detail open, the choice made here is stated:
+The measures of "The Path Not Taken" (arXiv 2511.08567) that the study (arXiv 2607.01763)
+plots; where the paper leaves a detail open, the choice made here is stated:
 
 nss             normalized spectral shift ||sigma(W) - sigma(W0)||_2 / ||sigma(W0)||_2 over the
                 full spectrum (singular values in descending order).

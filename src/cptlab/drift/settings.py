@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 SVD_METHODS = ("auto", "full", "randomized")
 EMBEDDERS = ("minilm", "hashing")  # and "none": no embedder
@@ -46,6 +46,27 @@ class DriftSettings:
     @classmethod
     def from_config(cls, config: Mapping) -> DriftSettings:
         return cls(**(config.get("drift") or {}))
+
+
+@dataclass(frozen=True)
+class ChainSettings:
+    """The drift section with the collapse monitor's n-gram size and format tokens."""
+
+    drift: DriftSettings
+    ngram: int
+    format_tokens: dict[str, str]
+
+    @classmethod
+    def from_config(cls, config: Mapping) -> ChainSettings:
+        from cptlab.train.spec import training_section
+
+        drift = DriftSettings.from_config(config)
+        collapse = training_section(config)["collapse"]
+        ngram = drift.ngram if drift.ngram is not None else int(collapse["ngram"])
+        return cls(drift, ngram, dict(collapse["format_tokens"]))
+
+    def as_dict(self) -> dict:
+        return {**asdict(self.drift), "ngram": self.ngram, "format_tokens": self.format_tokens}
 
 
 @contextmanager

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -19,75 +18,11 @@ import torch
 
 from cptlab.artifacts import atomic_write_json, atomic_write_text
 from cptlab.checkpoints import load_checkpoint
-from cptlab.config import ConfigError
 from cptlab.domains import get_benchmark
-from cptlab.evaluation.generation import Sampling, generate
+from cptlab.evaluation.generation import generate
 from cptlab.evaluation.scoring import bootstrap_ci, rewards, score_completions
+from cptlab.evaluation.settings import EvalSettings, Sampling
 from cptlab.rows import RowError, read_jsonl
-
-BACKENDS = ("hf", "vllm")
-
-
-@dataclass(frozen=True)
-class EvalSettings:
-    """The config's `evaluation` mapping with its defaults filled in.
-
-    n:              first n items of each benchmark (None: all).
-    samples:        completions per item (1 with temperature 0: greedy; k > 1: avg@k).
-    temperature, top_p, max_new_tokens: decoding.
-    batch_size:     sequences per HF generate call (prompts x samples).
-    backend:        "hf" (transformers generate) or "vllm".
-    seed:           generation and bootstrap seed.
-    vllm:           options of the vLLM engine (cptlab.backends.vllm_backend.build_llm).
-    chat_template_kwargs: extra arguments of the chat template (e.g. enable_thinking: false).
-    """
-
-    n: int | None = None
-    samples: int = 1
-    temperature: float = 0.0
-    top_p: float = 1.0
-    max_new_tokens: int = 64
-    batch_size: int = 64
-    backend: str = "hf"
-    seed: int = 0
-    vllm: dict = field(default_factory=dict)
-    chat_template_kwargs: dict = field(default_factory=dict)
-
-    @classmethod
-    def from_config(cls, config: dict) -> EvalSettings:
-        spec = config.get("evaluation") or {}
-        defaults = cls()
-        settings = cls(
-            n=spec.get("n"),
-            samples=int(spec.get("samples", defaults.samples)),
-            temperature=float(spec.get("temperature", defaults.temperature)),
-            top_p=float(spec.get("top_p", defaults.top_p)),
-            max_new_tokens=int(spec.get("max_new_tokens", defaults.max_new_tokens)),
-            batch_size=int(spec.get("batch_size", defaults.batch_size)),
-            backend=spec.get("backend", defaults.backend),
-            seed=int(spec.get("seed", defaults.seed)),
-            vllm=dict(spec.get("vllm") or {}),
-            chat_template_kwargs=dict(spec.get("chat_template_kwargs") or {}),
-        )
-        if settings.backend not in BACKENDS:
-            raise ConfigError(f"evaluation.backend: {settings.backend!r} not in {BACKENDS}")
-        if settings.samples < 1:
-            raise ConfigError(f"evaluation.samples: must be >= 1, got {settings.samples}")
-        if settings.samples > 1 and settings.temperature == 0:
-            raise ConfigError(
-                f"evaluation.samples={settings.samples} needs temperature > 0 "
-                "(temperature 0 is greedy: one completion per item)"
-            )
-        return settings
-
-    @property
-    def sampling(self) -> Sampling:
-        return Sampling(
-            n=self.samples,
-            temperature=self.temperature,
-            top_p=self.top_p,
-            max_new_tokens=self.max_new_tokens,
-        )
 
 
 def summarise(rows: list[dict], completions: list[list[str]], seed: int = 0) -> dict:

@@ -2,24 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerFast
 
-
-@dataclass(frozen=True)
-class Sampling:
-    """How to decode. n > 1 or temperature > 0 samples; temperature 0 is greedy (n must be 1)."""
-
-    n: int = 1
-    temperature: float = 0.0
-    top_p: float = 1.0
-    max_new_tokens: int = 64
-
-    def __post_init__(self) -> None:
-        if self.temperature == 0 and self.n != 1:
-            raise ValueError("greedy decoding (temperature 0) gives one completion: set n=1")
+from cptlab.evaluation.settings import Sampling
 
 
 @torch.no_grad()

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from cptlab.errors import InputError
-from cptlab.evaluation.generation import Sampling
+from cptlab.evaluation.settings import Sampling
 
 MISSING = (
     "evaluation.backend=vllm but vllm is not installed (pip install vllm on GPU machines, "

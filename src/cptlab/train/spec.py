@@ -8,10 +8,8 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
-import jsonschema
-
 import cptlab.config
-from cptlab.config import ConfigError, merge
+from cptlab.config import ConfigError, check_schema, merge
 
 TRAINING_DEFAULTS: dict[str, Any] = {
     "steps": 50,
@@ -94,19 +92,14 @@ ANCHOR_STAGE_START = "stage_start"
 ANCHOR_BASE = "base"
 
 
-@cache
-def _validator(section: str) -> jsonschema.Draft202012Validator:
-    """Validator of one top-level section (`methods` or `training`) of the project schema."""
-    return jsonschema.Draft202012Validator(cptlab.config.schema()["properties"][section])
-
-
 def _validate(section: str, value: Any, where: str) -> None:
-    errors = sorted(_validator(section).iter_errors(value), key=lambda e: list(e.absolute_path))
-    if errors:
-        lines = [
-            f"  {'.'.join([section, *map(str, e.absolute_path)])}: {e.message}" for e in errors
-        ]
-        raise ConfigError(f"{where}: invalid configuration\n" + "\n".join(lines))
+    """Check one top-level section (`methods` or `training`) against the project schema."""
+    check_schema(value, _section_schema(section), where, section)
+
+
+@cache
+def _section_schema(section: str) -> dict:
+    return cptlab.config.schema()["properties"][section]
 
 
 def training_section(config: dict, source: str = "config") -> dict:

@@ -10,13 +10,9 @@ The skill is a procedure, not a table: rank the numbers, then copy the one asked
 tokenizer's `max_digits_per_token: 3` every 2-digit number is one token, so copying the answer
 is a one-token lookup. The warm-up teaches the task only in part: the base answers some items
 right, samples the right operand more often than greedy picks it, and often answers a number
-that is not in the question at all. RL mostly turns those answers into right ones (README,
-"Does it learn?"), and that carries to unseen numbers.
-
-History (README, "Does it learn?"): sums in 0..10 as recalled facts were never learnt by the
-tiny base, so RL could only memorise its training prompts' answers; the largest or smallest of
-three numbers spelled digit by digit made the base guess a number's second digit among the
-operands', a binding RL did not teach, and RL's gain then depended on the build.
+that is not in the question at all. RL mostly turns those answers into right ones, and that
+carries to unseen numbers (docs/embedded-testbed.md, "Does it learn?": why the task is a
+ranking and not arithmetic).
 """
 
 from __future__ import annotations

@@ -1,0 +1,78 @@
+"""The config's `evaluation` section (EvalSettings) and how to decode (Sampling); no heavy
+imports, so the Snakefile reads them too."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from cptlab.config import ConfigError
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """How to decode. n > 1 or temperature > 0 samples; temperature 0 is greedy (n must be 1)."""
+
+    n: int = 1
+    temperature: float = 0.0
+    top_p: float = 1.0
+    max_new_tokens: int = 64
+
+    def __post_init__(self) -> None:
+        if self.temperature == 0 and self.n != 1:
+            raise ValueError("greedy decoding (temperature 0) gives one completion: set n=1")
+
+
+BACKENDS = ("hf", "vllm")
+
+
+@dataclass(frozen=True)
+class EvalSettings:
+    """The config's `evaluation` mapping with its defaults filled in.
+
+    n:              first n items of each benchmark (None: all).
+    samples:        completions per item (1 with temperature 0: greedy; k > 1: avg@k).
+    temperature, top_p, max_new_tokens: decoding.
+    batch_size:     sequences per HF generate call (prompts x samples).
+    backend:        "hf" (transformers generate) or "vllm".
+    seed:           generation and bootstrap seed.
+    vllm:           options of the vLLM engine (cptlab.evaluation.vllm_backend.build_llm).
+    chat_template_kwargs: extra arguments of the chat template (e.g. enable_thinking: false).
+    """
+
+    n: int | None = None
+    samples: int = 1
+    temperature: float = 0.0
+    top_p: float = 1.0
+    max_new_tokens: int = 64
+    batch_size: int = 64
+    backend: str = "hf"
+    seed: int = 0
+    vllm: dict = field(default_factory=dict)
+    chat_template_kwargs: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # YAML writes 0 for 0.0: keep the record's types stable.
+        for name in ("temperature", "top_p"):
+            object.__setattr__(self, name, float(getattr(self, name)))
+        if self.backend not in BACKENDS:
+            raise ConfigError(f"evaluation.backend: {self.backend!r} not in {BACKENDS}")
+        if self.samples < 1:
+            raise ConfigError(f"evaluation.samples: must be >= 1, got {self.samples}")
+        if self.samples > 1 and self.temperature == 0:
+            raise ConfigError(
+                f"evaluation.samples={self.samples} needs temperature > 0 "
+                "(temperature 0 is greedy: one completion per item)"
+            )
+
+    @classmethod
+    def from_config(cls, config: dict) -> EvalSettings:
+        return cls(**(config.get("evaluation") or {}))
+
+    @property
+    def sampling(self) -> Sampling:
+        return Sampling(
+            n=self.samples,
+            temperature=self.temperature,
+            top_p=self.top_p,
+            max_new_tokens=self.max_new_tokens,
+        )

@@ -1,0 +1,68 @@
+"""The `cptlab` command line: one registry, one error path (bad input: exit 2, one line)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+from conftest import run_cli
+
+from cptlab.cli import COMMANDS, parser
+
+
+def test_every_registered_command_parses_and_has_help():
+    top = parser()
+    assert {"prepare-data", "build-base", "train-stage", "evaluate", "aggregate", "figures",
+            "drift-chain", "dataset-distance", "drift-figures"} <= set(COMMANDS)  # fmt: skip
+    for command in COMMANDS.values():
+        assert command.help and callable(command.run)
+    assert top.parse_args(["aggregate", "--config", "c", "--results-dir", "r"]).run
+
+
+def bad_config(tmp_path, name, edit) -> str:
+    config = yaml.safe_load(open("config/config.yaml"))
+    edit(config)
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    "case, named",
+    [
+        ("missing config file", "nowhere.yaml"),
+        ("unknown key", "evaluation.samplez"),
+        ("unknown benchmark", "math_idd"),
+        ("bad data row", "math_id.jsonl:1"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line_naming_it(tmp_path, capsys, case, named):
+    data = tmp_path / "math_id.jsonl"
+    data.write_text('{"id": "x"}\n')
+    config = {
+        "missing config file": str(tmp_path / "nowhere.yaml"),
+        "unknown key": bad_config(tmp_path, "a", lambda c: c["evaluation"].update(samplez=2)),
+        "unknown benchmark": bad_config(
+            tmp_path, "b", lambda c: c["data"]["domains"]["math"].update(id=["math_idd"])
+        ),
+        "bad data row": "config/config.yaml",
+    }[case]
+    argv = ["evaluate", "--config", config, "--checkpoint", str(tmp_path), "--data", str(data),
+            "--benchmark", "math_id", "--out", str(tmp_path / "o.json"),
+            "--responses", str(tmp_path / "o.jsonl")]  # fmt: skip
+    code, err = run_cli(argv, capsys)
+    lines = err.strip().splitlines()
+    assert code == 2, err
+    assert lines[0].startswith("cptlab evaluate: error: ") and named in err, err
+    assert "Traceback" not in err and not (tmp_path / "o.json").exists()
+    assert len([line for line in lines if not line.startswith("  ")]) == 1  # details indented
+
+
+def test_aggregate_of_a_missing_tree_names_the_files(tmp_path, capsys):
+    config = tmp_path / "c.json"
+    config.write_text(json.dumps(yaml.safe_load(open("config/smoke.yaml"))))
+    code, err = run_cli(
+        ["aggregate", "--config", str(config), "--results-dir", str(tmp_path)], capsys
+    )
+    assert code == 2 and "missing evaluation file(s)" in err and "eval/base" in err

@@ -1,0 +1,111 @@
+"""Code hashes from the import graph (cptlab.provenance.SourceTree) on a constructed package, and
+provenance files that change only with their content."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from cptlab.cli import COMMAND_MODULES
+from cptlab.provenance import DATA_FILES, SourceTree, write_if_changed
+
+
+def package(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    return root
+
+
+@pytest.fixture
+def tree(tmp_path) -> SourceTree:
+    """cli.py (the registry), two command modules, and modules reached in every import form."""
+    root = package(
+        tmp_path / "cptlab",
+        {
+            "__init__.py": "",
+            "cli.py": "def command(*args):\n    return lambda f: f\n",
+            "config.py": "import yaml\n",
+            "a/__init__.py": "from . import shared\n",
+            "a/shared.py": "",
+            "a/cli.py": """
+                from cptlab.cli import command
+
+                @command("first", "help")
+                def first(args):
+                    from cptlab.a.work import run
+                    run()
+
+                @command("second", "help")
+                def second(args):
+                    import cptlab.b.deep
+            """,
+            "a/work.py": """
+                from cptlab import config
+                def run():
+                    from .lazy import x  # lazy and relative: still a dependency
+            """,
+            "a/lazy.py": "x = 1\n",
+            "b/__init__.py": "",
+            "b/deep.py": "from cptlab.b import leaf\n",
+            "b/leaf.py": "",
+            "b/unused.py": "",
+            "schemas/config.schema.yaml": "{}\n",
+        },
+    )
+    return SourceTree(root)
+
+
+def names(tree: SourceTree, command: str) -> set[str]:
+    return {str(p.relative_to(tree.root)) for p in tree.command_sources(command)}
+
+
+def test_a_commands_sources_follow_every_import_form(tree):
+    first = names(tree, "first")
+    assert {"a/work.py", "a/lazy.py", "config.py", "schemas/config.schema.yaml"} <= first
+    assert {"__init__.py", "a/__init__.py", "a/shared.py", "cli.py", "a/cli.py"} <= first
+    assert not {"b/deep.py", "b/leaf.py", "b/unused.py"} & first  # another handler's imports
+    second = names(tree, "second")
+    assert {"b/__init__.py", "b/deep.py", "b/leaf.py"} <= second
+    assert not {"a/work.py", "a/lazy.py", "b/unused.py"} & second
+
+
+def test_the_hash_changes_with_content_only(tree):
+    before = tree.code_hash("first")
+    lazy = tree.root / "a" / "lazy.py"
+    os.utime(lazy, (1e9, 1e9))
+    assert SourceTree(tree.root).code_hash("first") == before  # a touch is no change
+    lazy.write_text("x = 2\n")
+    assert SourceTree(tree.root).code_hash("first") != before
+    assert SourceTree(tree.root).code_hash("second") == tree.code_hash("second")
+
+
+def test_an_unknown_command_is_named(tree):
+    with pytest.raises(KeyError, match="no cptlab subcommand 'third'"):
+        tree.command_sources("third")
+
+
+def test_the_package_registers_exactly_its_command_modules():
+    """cptlab.cli imports COMMAND_MODULES at run time; the hashes read the @command decorators:
+    both must name the same modules, and every package data file must be claimed."""
+    tree = SourceTree()
+    assert {module for module, _ in tree.commands.values()} == set(COMMAND_MODULES)
+    data = {
+        str(p.relative_to(tree.root))
+        for p in tree.root.rglob("*")
+        if p.is_file() and p.suffix not in (".py", ".pyc") and "__pycache__" not in p.parts
+    }
+    assert data == {f for files in DATA_FILES.values() for f in files}
+
+
+def test_write_if_changed_keeps_the_modification_time(tmp_path):
+    path = write_if_changed(tmp_path / "job.json", {"a": 1, "b": [2]})
+    os.utime(path, (1e9, 1e9))
+    write_if_changed(path, {"b": [2], "a": 1})  # the same content, keys in another order
+    assert path.stat().st_mtime == 1e9
+    write_if_changed(path, {"a": 2, "b": [2]})
+    assert path.stat().st_mtime > 1e9 and '"a": 2' in path.read_text()
