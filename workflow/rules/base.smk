@@ -14,10 +14,9 @@ rule build_base:
         config=CONFIG_FILE,
         data_dir=lambda wc, input: str(Layout(LAYOUT.root_in(input[0])).data_dir),
         folder=lambda wc, output: str(Path(output.manifest).parent),
-    threads: 2
+    threads: threads("build_base")
     resources:
-        mem_mb=4000,
-        runtime=30,
+        **resources("build_base"),
     log:
         LAYOUT.log_file(BASE_JOB),
     benchmark:

@@ -9,7 +9,7 @@ Outputs (each written atomically, where cptlab.layout puts them):
     scores.csv      SCORE_COLUMNS; stage 0 rows (stage_domain "base") repeat the base's scores
                     for every method and seed.
     cl_metrics.csv  METRIC_COLUMNS, one row per (method, seed, stage, metric, benchmark); see
-                    `metric_rows` for the metrics. `note` says why a value is NaN.
+                    `cl_metric_rows` for the metrics. `note` says why a value is NaN.
     cl_summary.csv  SUMMARY_COLUMNS: mean over seeds with a t-based 95% interval (NaN interval
                     with a single seed).
 
@@ -129,7 +129,7 @@ def collect_scores(config: dict, layout: Layout) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=SCORE_COLUMNS)
 
 
-def metric_rows(plan: Plan, acc: dict[int, dict[str, float]]) -> list[dict]:
+def cl_metric_rows(plan: Plan, acc: dict[int, dict[str, float]]) -> list[dict]:
     """The CL metrics of one run from its accuracies acc[stage][benchmark] (stage 0 = base).
 
     Per stage k (0..K), metric / benchmark:
@@ -233,7 +233,7 @@ def compute_metrics(config: dict, scores: pd.DataFrame) -> pd.DataFrame:
             index=False
         ):
             acc.setdefault(int(stage), {})[benchmark] = float(value)
-        for row in metric_rows(plan, acc):
+        for row in cl_metric_rows(plan, acc):
             out.append({"method": method, "seed": seed, **row})
     return pd.DataFrame(out, columns=METRIC_COLUMNS)
 
