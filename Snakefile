@@ -23,5 +23,5 @@ rule all:
         base_inputs(),
         LAYOUT.scores_csv,
         LAYOUT.cl_metrics_csv,
-        LAYOUT.figures_dir / "manifest.json",
-        LAYOUT.drift_figures_dir / "manifest.json",
+        LAYOUT.figures_dir / MANIFEST,
+        LAYOUT.drift_figures_dir / MANIFEST,

@@ -1,6 +1,6 @@
 """One run's changes between checkpoints, with paired bootstrap 95% intervals over items.
 
-The README's embedded results table: for one method and seed of an experiment,
+The embedded results table of docs/results.md: for one method and seed of an experiment,
 - the gain of each stage: its domain's id accuracy after the stage minus before it;
 - the forgetting of each earlier stage's domain: its id accuracy after the last stage minus
   after its own stage;
@@ -21,6 +21,8 @@ from pathlib import Path
 import numpy as np
 
 from cptlab.drift.tables import read_responses
+from cptlab.layout import Layout
+from cptlab.plan import eval_benchmarks
 
 
 def item_rewards(path: Path) -> dict[str, float]:
@@ -50,14 +52,14 @@ def mean_change(
 
 
 def run_changes(experiment: Path, method: str, seed: int) -> dict[str, tuple[float, float, float]]:
-    config = json.loads((experiment / "config.json").read_text())
+    layout = Layout(experiment)
+    config = json.loads(layout.config_file.read_text())
     sequence = config["run"]["sequence"]
     domains = config["data"]["domains"]
-    ood = [b for spec in domains.values() for b in spec.get("ood", [])]
+    ood = [b.name for b in eval_benchmarks(config) if b.split == "ood"]
 
     def responses(stage: int, benchmark: str) -> Path:
-        folder = "base" if stage == 0 else f"{method}/seed{seed}/stage{stage}"
-        return experiment / "eval" / folder / f"{benchmark}.responses.jsonl"
+        return layout.responses_file(benchmark, method, seed, stage)
 
     changes = {}
     for stage, domain in enumerate(sequence, start=1):

@@ -451,6 +451,7 @@ def test_minilm_similarity_of_identical_responses(world, tmp_path):
     assert time.perf_counter() - started < 60
 
 
+@pytest.mark.integration
 def test_the_rules_lint_clean_and_plan_one_job_per_chain(tmp_path):
     """drift.smk in a copy of the workflow: lint-clean, and a dry run on the smoke config plans
     one drift_chain per (method, seed), one dataset_distance, one drift_figures."""

@@ -36,6 +36,8 @@ import pytest
 import yaml
 from workflow_helpers import BIN, ROOT, copy_workflow, edited_config, snakemake
 
+pytestmark = pytest.mark.integration
+
 PAPER = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())
 SLURM_PROFILE = yaml.safe_load((ROOT / "slurm" / "config.yaml").read_text())
 GPU_RULES = {"train_stage": "train", "evaluate_base": "evaluate", "evaluate_stage": "evaluate"}

@@ -28,7 +28,7 @@ rule figures:
         runs=all_stage_manifests(),
         provenance=provenance("figures", "figures", plan_settings),
     output:
-        manifest=LAYOUT.figures_dir / "manifest.json",
+        manifest=LAYOUT.figures_dir / MANIFEST,
         cl_curves=[
             report(
                 str(LAYOUT.figures_dir / f"cl_curves_{method}.png"),

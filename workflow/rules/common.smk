@@ -5,6 +5,7 @@ from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
+from cptlab.artifacts import MANIFEST
 from cptlab.base_model.settings import BaseSettings
 from cptlab.config import ConfigError, load_config
 from cptlab.domains.prepare import data_settings as data_section

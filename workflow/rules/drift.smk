@@ -46,7 +46,7 @@ rule dataset_distance:
             "drift/dataset_distance", "dataset-distance", dataset_distance_settings
         ),
     output:
-        manifest=LAYOUT.dataset_distance_dir / "manifest.json",
+        manifest=LAYOUT.dataset_distance_dir / MANIFEST,
     params:
         config=CONFIG_FILE,
         results=results_dir,
@@ -67,10 +67,10 @@ rule dataset_distance:
 rule drift_figures:
     input:
         chains=[str(LAYOUT.drift_chain_manifest(m, s)) for m, s in PLAN.chains],
-        datasets=LAYOUT.dataset_distance_dir / "manifest.json",
+        datasets=LAYOUT.dataset_distance_dir / MANIFEST,
         provenance=provenance("drift/figures", "drift-figures", plan_settings),
     output:
-        manifest=LAYOUT.drift_figures_dir / "manifest.json",
+        manifest=LAYOUT.drift_figures_dir / MANIFEST,
         params=report(
             LAYOUT.drift_figures_dir / "drift_params.png",
             caption="../report/drift_params.rst",

@@ -25,7 +25,7 @@ from datasets import Dataset
 from transformers import AutoModelForCausalLM, TrainerCallback
 from trl import GRPOConfig
 
-from cptlab.artifacts import atomic_write_text, write_manifest
+from cptlab.artifacts import MANIFEST, atomic_write_text, write_manifest
 from cptlab.checkpoints import load_tokenizer
 from cptlab.config import ConfigError
 from cptlab.provenance import SourceTree
@@ -222,7 +222,7 @@ def _fingerprint(settings, seed, start, anchor_path, data_file: Path) -> dict:
         "seed": seed,
         "start": str(Path(start).resolve()) if Path(start).exists() else str(start),
         # A retrained start (same path, new weights) must not resume old state.
-        "start_manifest": _file_digest(Path(start) / "manifest.json"),
+        "start_manifest": _file_digest(Path(start) / MANIFEST),
         "anchor": anchor_path,
         "data": hashlib.sha256(data_file.read_bytes()).hexdigest(),
         # State written by other code or libraries is not resumed: a rerun after a code change
