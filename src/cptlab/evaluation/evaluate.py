@@ -21,7 +21,7 @@ from cptlab.checkpoints import load_checkpoint
 from cptlab.domains import get_benchmark
 from cptlab.evaluation.generation import generate
 from cptlab.evaluation.scoring import bootstrap_ci, rewards, score_completions
-from cptlab.evaluation.settings import EvalSettings, Sampling
+from cptlab.evaluation.settings import EvalSettings
 from cptlab.rows import RowError, read_jsonl
 
 
@@ -46,47 +46,6 @@ def summarise(rows: list[dict], completions: list[list[str]], seed: int = 0) -> 
         "n": len(rows),
         "responses": responses,
     }
-
-
-def evaluate_rows(
-    model,
-    tokenizer,
-    rows: list[dict],
-    sampling: Sampling,
-    seed: int = 0,
-    batch_size: int = 64,
-    stats: dict | None = None,
-    chat_template_kwargs: dict | None = None,
-) -> dict:
-    """Accuracy (mean over items of the mean reward over samples, i.e. avg@n) with a 95%
-    bootstrap interval, and one response record per item (HF generation)."""
-    completions = generate(
-        model,
-        tokenizer,
-        [r["prompt"] for r in rows],
-        sampling,
-        seed,
-        batch_size=batch_size,
-        stats=stats,
-        chat_template_kwargs=chat_template_kwargs,
-    )
-    return summarise(rows, completions, seed)
-
-
-def evaluate_checkpoint(
-    checkpoint: str | Path,
-    rows: list[dict],
-    sampling: Sampling,
-    responses_out: str | Path | None = None,
-    seed: int = 0,
-    threads: int = 1,
-) -> dict:
-    torch.set_num_threads(threads)
-    model, tokenizer = load_checkpoint(checkpoint)
-    result = evaluate_rows(model, tokenizer, rows, sampling, seed)
-    if responses_out is not None:
-        atomic_write_text(responses_out, [json.dumps(r) + "\n" for r in result["responses"]])
-    return {k: v for k, v in result.items() if k != "responses"}
 
 
 def _check_rows(rows: list[dict], benchmark: str, data: Path) -> None:

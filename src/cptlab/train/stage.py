@@ -36,7 +36,13 @@ from cptlab.train.monitor import CollapseMonitor
 from cptlab.train.probe import KLProbe
 from cptlab.train.rewards import VerifierReward, check_verifiers
 from cptlab.train.sdpo import TEACHER_STATE, CptSDPOConfig, CptSDPOTrainer, sdpo_args
-from cptlab.train.spec import ANCHOR_BASE, ANCHOR_STAGE_START, StageSettings, resolve_stage
+from cptlab.train.spec import (
+    ANCHOR_BASE,
+    ANCHOR_STAGE_START,
+    METHOD_DEFAULTS,
+    StageSettings,
+    resolve_stage,
+)
 from cptlab.train.state import LOG, checkpoint_step, checkpoints, prepare_state, read_log
 
 log = logging.getLogger(__name__)
@@ -202,7 +208,9 @@ def build_trainer(
         reward=reward,
         monitor=monitor,
         probe=probe,
-        success_threshold=settings.params.get("success_threshold", 1.0),
+        success_threshold=settings.params.get(
+            "success_threshold", METHOD_DEFAULTS["sdpo"]["success_threshold"]
+        ),
     )
     cls = CptGRPOTrainer if settings.trainer == "grpo" else CptSDPOTrainer
     return cls(
