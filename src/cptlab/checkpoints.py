@@ -40,5 +40,6 @@ def model_folder(name_or_path: str | Path) -> Path:
     except Exception as err:  # not cached (huggingface_hub raises several error types)
         raise InputError(
             f"{name_or_path}: not a folder and not in the local HF cache ({type(err).__name__}); "
-            "download it once on a machine with internet (README: the paper config on a cluster)"
+            "download it once on a machine with internet (README: the paper config on a "
+            "SLURM cluster)"
         ) from None

