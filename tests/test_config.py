@@ -36,7 +36,7 @@ def test_schema_errors_name_the_key(mutate, key):
 def test_unknown_benchmark_in_domains_is_named():
     config = embedded()
     config["data"]["domains"]["math"]["ood"] = ["math_oood"]
-    with pytest.raises(ConfigError, match="data.domains.math names unknown benchmark 'math_oood'"):
+    with pytest.raises(ConfigError, match="data.domains.math.ood: unknown benchmark 'math_oood'"):
         validate_config(config)
 
 

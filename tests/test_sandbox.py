@@ -438,6 +438,66 @@ def test_network_is_unreachable(
         listener.accept()  # nothing ever connected
 
 
+@pytest.fixture
+def host_unix_sockets() -> Iterator[tuple[socket.socket, socket.socket]]:
+    """A world-writable stream listener and datagram socket in a shared temporary folder, as a
+    colocated service (an inference engine's IPC, a bus) would leave them."""
+    folder = tempfile.mkdtemp(prefix="cptlab-host-sockets-")
+    os.chmod(folder, 0o777)
+    stream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stream.bind(os.path.join(folder, "stream"))
+    stream.listen()
+    datagram = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    datagram.bind(os.path.join(folder, "datagram"))
+    for sock in (stream, datagram):
+        os.chmod(sock.getsockname(), 0o777)
+        sock.setblocking(False)
+    yield stream, datagram
+    stream.close()
+    datagram.close()
+    for name in ("stream", "datagram"):
+        os.unlink(os.path.join(folder, name))
+    os.rmdir(folder)
+
+
+def test_host_socket_files_are_unreachable(token: str, host_unix_sockets) -> None:
+    run_python("pass")  # active_protections reports the latest run's layers
+    if not active_protections()["seccomp"]:
+        pytest.skip("no seccomp here: a read-only mount does not stop connect() to a socket file")
+    stream, datagram = host_unix_sockets
+    to_stream, to_datagram = stream.getsockname(), datagram.getsockname()
+    attempts = [
+        f"s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); s.connect({to_stream!r})",
+        f"s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET); s.connect({to_stream!r})",
+        f"socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM).sendto(b'x', {to_datagram!r})",
+        "a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)\n"
+        f"a.sendto(b'x', {to_datagram!r})",
+        f"a, b = socket.socketpair(); a.sendto(b'x', {to_datagram!r})",
+        "s = socket.socket(socket.AF_UNIX); s.connect('\\0' + 'abstract')",
+    ]
+    for attempt in attempts:
+        result = hostile(f"import socket\n{attempt}\n", token)
+        assert result.status == "error", (attempt, result)
+    with pytest.raises(BlockingIOError):
+        stream.accept()  # nothing ever connected
+    with pytest.raises(BlockingIOError):
+        datagram.recv(16)  # nothing ever arrived
+    # What programs use sockets for inside the sandbox keeps working.
+    inside = (
+        "import asyncio, multiprocessing as mp, socket\n"
+        "def sq(x):\n    return x * x\n"
+        "async def main():\n    await asyncio.sleep(0)\n    return 'asyncio'\n"
+        "if __name__ == '__main__':\n"
+        "    a, b = socket.socketpair(); a.sendall(b'pair'); print(b.recv(4).decode())\n"
+        "    left, right = mp.Pipe(); left.send('pipe'); print(right.recv())\n"
+        "    with mp.Pool(2) as pool:\n        print(pool.map(sq, range(3)))\n"
+        "    print(asyncio.run(main()))\n"
+    )
+    result = hostile(inside, token)
+    assert result.status == "ok", result.stderr
+    assert result.stdout.split() == ["pair", "pipe", "[0,", "1,", "4]", "asyncio"]
+
+
 def test_no_extra_file_descriptors_are_inherited(token: str) -> None:
     result = hostile("import os\nprint(sorted(int(x) for x in os.listdir('/proc/self/fd')))", token)
     assert result.stdout.strip() in {"[0, 1, 2]", "[0, 1, 2, 3]"}  # 3: listdir's own fd

@@ -165,10 +165,11 @@ def test_unit_tests_syntax_error_needs_no_sandbox(monkeypatch) -> None:
     source = "def add(a, b)\n    return a + b\n"
     row = unit_row()
     tests = row["metadata"]["tests"]
-    program = code._HARNESS % {"source": source, "tests": list(tests)}
+    probes, _ = code.split_tests(tests)
+    program = code.harness(source, probes)
     result = run_python(program, env={"CPTLAB_NONCE": "N" * 32}, limits=code.limits_for(row))
     line = next(ln for ln in result.stdout.splitlines() if ln.startswith("N" * 32))
-    load_error, _ = code._read_report(line[32:], len(tests))
+    load_error, _ = code._read_report(line[32:], len(probes))
 
     def no_sandbox(*args, **kwargs):
         raise AssertionError("the sandbox ran a program that does not compile")
@@ -279,8 +280,8 @@ def test_correct_code_then_different_final_code_block() -> None:
 def test_huge_outputs() -> None:
     # Huge prints of the solution are captured by the harness, not the verdict channel.
     assert_correct(unit("print('x' * 5_000_000)\n" + ADD))
-    # Flooding stderr hits the sandbox's output cap: a plain failure.
-    assert_wrong(unit("import sys\nsys.stderr.write('x' * 5_000_000)\n" + ADD))
+    # Flooding stderr past the cap (8 MiB: probe values travel on stdout) is a plain failure.
+    assert_wrong(unit("import sys\nsys.stderr.write('x' * 10_000_000)\n" + ADD))
 
 
 def test_one_megabyte_completion_is_rejected_before_running() -> None:

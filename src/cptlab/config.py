@@ -15,6 +15,7 @@ Snakefile resolves `--configfile` with the same function, so both read the same 
 from __future__ import annotations
 
 import copy
+import difflib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import MISSING, fields
@@ -108,6 +109,8 @@ def check_schema(value: Any, spec: dict, source: str, prefix: str = "") -> None:
     errors = sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path))
     if errors:
         lines = [line for e in errors for line in _error_lines(e, prefix)]
+        if len(lines) == 1:
+            raise ConfigError(f"{source}: {lines[0].strip()}")
         raise ConfigError(f"{source}: invalid configuration\n" + "\n".join(lines))
 
 
@@ -124,32 +127,53 @@ def _error_lines(error: jsonschema.ValidationError, prefix: str = "") -> list[st
     return [f"  {where or '<top>'}: {error.message}"]
 
 
+def _unknown(source: str, key: str, what: str, name: str, known) -> ConfigError:
+    """`key` names `name`, which is no `what`: say the closest known names."""
+    close = difflib.get_close_matches(name, list(known), n=3)
+    hint = f"did you mean {' or '.join(map(repr, close))}?" if close else f"known: {sorted(known)}"
+    return ConfigError(f"{source}: {key}: unknown {what} {name!r} ({hint})")
+
+
 def _check_names(config: dict, source: str) -> None:
+    """Every benchmark, domain and method the config names exists, every sequence domain can
+    train, and every method entry is one its trainer can run (cptlab.train.spec)."""
     from cptlab.domains import BENCHMARKS
     from cptlab.plan import datasets
+    from cptlab.resources import launcher_processes, rule_resources
+    from cptlab.train.spec import check_methods
 
     for data_set in datasets(config):
         if data_set.name not in BENCHMARKS:
-            raise ConfigError(
-                f"{source}: data.domains.{data_set.domain} names unknown benchmark "
-                f"{data_set.name!r}; known: {sorted(BENCHMARKS)}"
-            )
-    run = config.get("run")
-    if run is None:
-        return
+            key = f"data.domains.{data_set.domain}.{data_set.split}"
+            raise _unknown(source, key, "benchmark", data_set.name, BENCHMARKS)
     domains = config["data"]["domains"]
-    for k, domain in enumerate(run["sequence"]):
-        if "train" not in domains.get(domain, {}):
-            raise ConfigError(
-                f"{source}: run.sequence[{k}] is {domain!r}, which has no `train` split in "
-                f"data.domains (trainable: {sorted(d for d, s in domains.items() if 'train' in s)})"
-            )
-    for k, method in enumerate(run["methods"]):
-        if method not in config.get("methods", {}):
-            raise ConfigError(
-                f"{source}: run.methods[{k}] is {method!r}, not a key of `methods` "
-                f"({sorted(config.get('methods', {}))})"
-            )
+    warmup = (config["base"].get("warmup") or {}) if "path" not in config["base"] else {}
+    named = {
+        "training.domain_steps": (config.get("training") or {}).get("domain_steps") or {},
+        "base.warmup.domain_weights": warmup.get("domain_weights") or {},
+        "base.warmup.domain_reprompt_share": warmup.get("domain_reprompt_share") or {},
+    }
+    for key, mapping in named.items():
+        for domain in mapping:
+            if domain not in domains:
+                raise _unknown(source, key, "domain", domain, domains)
+    methods = config.get("methods") or {}
+    run = config.get("run")
+    if run is not None:
+        trainable = sorted(d for d, s in domains.items() if "train" in s)
+        for k, domain in enumerate(run["sequence"]):
+            if domain not in domains:
+                raise _unknown(source, f"run.sequence[{k}]", "domain", domain, domains)
+            if "train" not in domains[domain]:
+                raise ConfigError(
+                    f"{source}: run.sequence[{k}]: domain {domain!r} has no `train` split in "
+                    f"data.domains, so it cannot train (trainable: {trainable})"
+                )
+        for k, method in enumerate(run["methods"]):
+            if method not in methods:
+                raise _unknown(source, f"run.methods[{k}]", "method", method, methods)
+    processes = launcher_processes(rule_resources(config, "train")["launcher"])
+    check_methods(config, processes, source)
 
 
 def settings(cls: type, values: Mapping | None, where: str):

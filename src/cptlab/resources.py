@@ -3,6 +3,7 @@ workflow's `threads:` and `resources:` (the SLURM profile turns them into sbatch
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -35,3 +36,23 @@ def snakemake_resources(config: Mapping, kind: str) -> dict[str, Any]:
         res.update({key: spec[key] for key in ("gpu_model", "cpus_per_gpu") if key in spec})
     res.update({key: spec[key] for key in ("slurm_partition", "slurm_account") if key in spec})
     return res
+
+
+def launcher_processes(launcher: str) -> int:
+    """The processes a launcher line starts: `--num_processes N` (accelerate) or
+    `--nproc_per_node N` x `--nnodes N` (torchrun); 1 without a launcher."""
+    words = shlex.split(launcher)
+
+    def value(*names: str) -> int | None:
+        for i, word in enumerate(words):
+            for name in names:
+                if word == name and i + 1 < len(words):
+                    return int(words[i + 1])
+                if word.startswith(name + "="):
+                    return int(word.split("=", 1)[1])
+        return None
+
+    processes = value("--num_processes", "--num-processes")
+    if processes is None:
+        processes = (value("--nproc_per_node", "--nproc-per-node") or 1) * (value("--nnodes") or 1)
+    return processes

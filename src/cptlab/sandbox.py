@@ -183,22 +183,28 @@ def _launcher_main() -> None:  # pragma: no cover - runs in the launcher process
         check(libc.mount(enc(src), enc(target), enc(fstype), flags, enc(data)), f"mount {target}")
 
     def seccomp_filter():
-        """BPF program: deny non-AF_UNIX sockets, namespace/mount/bpf/io_uring/ptrace/keyring
-        syscalls and foreign syscall ABIs; clone3 gets ENOSYS so libc falls back to clone,
-        whose flags (unlike clone3's) the filter can inspect."""
+        """BPF program: deny every socket but an AF_UNIX stream (socket, socketpair), deny
+        connect, namespace/mount/bpf/io_uring/ptrace/keyring syscalls and foreign syscall
+        ABIs; clone3 gets ENOSYS so libc falls back to clone, whose flags (unlike clone3's)
+        the filter can inspect.
+
+        Why connect: a read-only mount does not stop connect() to a host process's socket
+        file, and only connect (stream) or a destination address (datagram) reaches one. With
+        datagram sockets gone and connect denied, a program can talk to nothing but its own
+        socketpairs (multiprocessing, asyncio's self-pipe)."""
         machine = os.uname().machine
         if machine == "x86_64":
-            arch, socket_nr, clone_nr = 0xC000003E, 41, 56
+            arch, socket_nr, socketpair_nr, clone_nr = 0xC000003E, 41, 53, 56
             denied = [272, 308, 165, 166, 155, 161, 101, 321, 298, 323, 250, 248, 249, 246]
-            denied += [175, 313, 310, 311]
+            denied += [175, 313, 310, 311, 42]  # ..., connect
         elif machine == "aarch64":
-            arch, socket_nr, clone_nr = 0xC00000B7, 198, 220
+            arch, socket_nr, socketpair_nr, clone_nr = 0xC00000B7, 198, 199, 220
             denied = [97, 268, 40, 39, 41, 51, 117, 280, 241, 282, 219, 217, 218, 104]
-            denied += [105, 273, 270, 271]
+            denied += [105, 273, 270, 271, 203]  # ..., connect
         else:
             return None
         denied += [425, 426, 427, 428, 429, 430, 431, 432, 433, 442]  # io_uring, new mount API
-        ld, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06
+        ld, jeq, jge, jset, ret, and_k = 0x20, 0x15, 0x35, 0x45, 0x06, 0x54
         allow, eperm, enosys = 0x7FFF0000, 0x00050000 | 1, 0x00050000 | 38
         prog = [(ld, 0, 0, 4), (jeq, 0, "deny", arch), (ld, 0, 0, 0)]
         if machine == "x86_64":
@@ -207,10 +213,14 @@ def _launcher_main() -> None:  # pragma: no cover - runs in the launcher process
         prog += [
             (jeq, "enosys", 0, 435),
             (jeq, "socket", 0, socket_nr),
+            (jeq, "socket", 0, socketpair_nr),
             (jeq, "clone", 0, clone_nr),
             (ret, 0, 0, allow),
             ("socket", ld, 0, 0, 16),
-            (jeq, "allow", "deny", 1),  # AF_UNIX
+            (jeq, 0, "deny", 1),  # AF_UNIX
+            (ld, 0, 0, 24),
+            (and_k, 0, 0, 0xF),  # the type without SOCK_NONBLOCK / SOCK_CLOEXEC
+            (jeq, "allow", "deny", 1),  # SOCK_STREAM
             ("clone", ld, 0, 0, 16),
             (jset, "deny", "allow", 0x7E020000),  # CLONE_NEW{NS,CGROUP,UTS,IPC,USER,PID,NET}
             ("allow", ret, 0, 0, allow),

@@ -1,9 +1,8 @@
 # Helpers shared by the rules: the config, the results layout, resources, and each job's
 # provenance file (what decides its reruns).
+import sys
 from dataclasses import asdict
 from pathlib import Path
-
-from snakemake.exceptions import WorkflowError
 
 from cptlab.artifacts import MANIFEST
 from cptlab.base_model.settings import BaseSettings
@@ -18,20 +17,23 @@ from cptlab.resources import rule_resources, snakemake_resources
 from cptlab.train.spec import resolve_stage
 
 # The config as the CLI reads it: the --configfile (default: the embedded one) with its
-# `extends:` chain and the --config overrides. `--configfile other.yaml` replaces the default
-# rather than merging into it (a merge would keep the default's domains and methods).
+# `extends:` chain and the --config overrides, with every check cptlab makes. A bad config
+# stops here, before any job, with the one line cptlab would print. `--configfile other.yaml`
+# replaces the default rather than merging into it (a merge would keep the default's domains
+# and methods).
 try:
     _config = load_config(
         workflow.overwrite_configfiles or ["config/config.yaml"],
         dict(workflow.config_settings.config),
     )
+    PLAN = Plan.from_config(_config)
 except ConfigError as err:
-    raise WorkflowError(str(err)) from None
+    print(f"cptlab: error: {err}", file=sys.stderr)
+    sys.exit(2)
 config.clear()
 config.update(_config)
 
 LAYOUT = Layout.of(config)
-PLAN = Plan.from_config(config)
 SEQUENCE = PLAN.sequence
 DOMAINS = config["data"]["domains"]
 EVAL_BENCHMARKS = [b.name for b in eval_benchmarks(config)]

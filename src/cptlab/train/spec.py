@@ -152,13 +152,9 @@ def resolve_stage(config: dict, method: str, domain: str, source: str = "config"
     _validate("methods", methods, source)
     if method not in methods:
         raise ConfigError(f"{source}: unknown method {method!r}; known: {sorted(methods)}")
-    entry = dict(methods[method])
-    trainer = entry.pop("trainer")
-    overrides = entry.pop("training", {})
-    _validate("training", overrides, f"{source}: methods.{method}.training")
-    training = merge(training_section(config, source), overrides)
-    params = {**METHOD_DEFAULTS[trainer], **entry}
-    _check_semantics(trainer, params, training, f"{source}: methods.{method}")
+    for other in methods:  # a broken entry is an error whichever method runs
+        method_settings(config, other, source)
+    trainer, params, training = method_settings(config, method, source)
 
     domains = config.get("data", {}).get("domains", {})
     if domain not in domains or not domains[domain].get("train"):
@@ -177,6 +173,47 @@ def resolve_stage(config: dict, method: str, domain: str, source: str = "config"
         train_benchmark=domains[domain]["train"],
         steps=int(steps),
     )
+
+
+def method_settings(config: dict, method: str, source: str = "config") -> tuple[str, dict, dict]:
+    """(trainer, the method's keys over its trainer's defaults, the training section with the
+    method's overrides), checked: every key is one its trainer takes, and the keys agree."""
+    entry = dict(config["methods"][method])
+    trainer = entry.pop("trainer")
+    overrides = entry.pop("training", {})
+    where = f"{source}: methods.{method}"
+    unknown = sorted(set(entry) - set(METHOD_DEFAULTS[trainer]))
+    if unknown:
+        raise ConfigError(
+            f"{where}: the {trainer} trainer takes no key {unknown[0]!r}; its keys: "
+            f"{', '.join(['trainer', 'training', *METHOD_DEFAULTS[trainer]])}"
+        )
+    _validate("training", overrides, f"{where}.training")
+    training = merge(training_section(config, source), overrides)
+    params = {**METHOD_DEFAULTS[trainer], **entry}
+    _check_semantics(trainer, params, training, where)
+    return trainer, params, training
+
+
+def batch_shape(training: dict, world: int, where: str = "training") -> tuple[int, int]:
+    """(completions per micro-batch and process, gradient accumulation steps) of one optimizer
+    step of prompts_per_step x num_generations completions over `world` processes."""
+    batch = training["prompts_per_step"] * training["num_generations"]
+    micro = training["micro_batch_size"] or batch // world
+    if micro < 1 or batch % (micro * world):
+        raise ConfigError(
+            f"{where}: prompts_per_step * num_generations = {batch} completions per step must "
+            f"split into micro_batch_size {micro} x {world} process(es)"
+        )
+    return micro, batch // (micro * world)
+
+
+def check_methods(config: dict, processes: int = 1, source: str = "config") -> None:
+    """Check every method entry as its stages will use it, on `processes` training processes
+    (what `cptlab train-stage` would find out only when a stage starts)."""
+    for method in config.get("methods") or {}:
+        _, _, training = method_settings(config, method, source)
+        batch_shape(training, processes, f"{source}: methods.{method} (training)")
 
 
 def _check_semantics(trainer: str, p: dict, t: dict, where: str) -> None:

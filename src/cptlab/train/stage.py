@@ -41,6 +41,7 @@ from cptlab.train.spec import (
     ANCHOR_STAGE_START,
     METHOD_DEFAULTS,
     StageSettings,
+    batch_shape,
     resolve_stage,
 )
 from cptlab.train.state import LOG, checkpoint_step, checkpoints, prepare_state, read_log
@@ -88,14 +89,7 @@ def resolve_anchor(settings: StageSettings, start: str, anchor: str | None) -> s
 def trl_common_args(settings: StageSettings, seed: int, output_dir: Path) -> dict:
     """TrainingArguments/TRL keys shared by GRPO and SDPO."""
     t = settings.training
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    batch = t["prompts_per_step"] * t["num_generations"]
-    micro = t["micro_batch_size"] or batch // world
-    if batch % (micro * world):
-        raise ConfigError(
-            f"training: prompts_per_step * num_generations = {batch} completions per step must "
-            f"split into micro_batch_size {micro} x {world} process(es)"
-        )
+    micro, accumulation = batch_shape(t, int(os.environ.get("WORLD_SIZE", "1")))
     extra = {VLLM_KEYS[k]: v for k, v in t["vllm"].items()}
     return {
         "output_dir": str(output_dir),
@@ -103,7 +97,7 @@ def trl_common_args(settings: StageSettings, seed: int, output_dir: Path) -> dic
         "data_seed": seed,
         "max_steps": settings.steps,
         "per_device_train_batch_size": micro,
-        "gradient_accumulation_steps": batch // (micro * world),
+        "gradient_accumulation_steps": accumulation,
         "num_generations": t["num_generations"],
         "num_iterations": 1,
         "learning_rate": t["learning_rate"],

@@ -4,10 +4,20 @@ tests. Reward 1 only if every test passes (the study's rule)."""
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
 import secrets
 
 from cptlab.sandbox import Limits, run_python
+from cptlab.verifiers.asserts import (
+    ENCODER,
+    SplitTest,
+    Unserializable,
+    UnsupportedTest,
+    check_namespace,
+    decode_value,
+    split_tests,
+)
 from cptlab.verifiers.base import Verdict, correct, malformed, register, wrong
 
 _FENCE = re.compile(r"```(?:python|py|Python)?[ \t]*\n(.*?)```", re.DOTALL)
@@ -43,20 +53,20 @@ def limits_for(row: dict) -> Limits:
     )
 
 
-# The harness runs the solution and each assert in this one process, with the solution's own
-# prints captured, and reports on the real stdout behind a per-run nonce so that a program
-# printing "all passed" cannot forge the verdict. Everything it needs is bound in the locals of
-# a function before the solution runs, the tests get the builtins as they were before it ran,
-# and the report is a plain repr() written with os.write: a solution that monkeypatches
-# `builtins`, `json`, `contextlib`, `sys.stdout` or the module's globals cannot turn failing
-# tests into passing ones.
+# The harness loads the solution, then evaluates each probe (cptlab.verifiers.asserts) in the
+# solution's namespace and writes the encoded values behind a per-run nonce, with the
+# solution's own prints captured. It holds no expected value and no verdict: the checks run in
+# the verifier, on the decoded values, so nothing the program prints, patches or reads can turn
+# a failing test into a passing one (the nonce only finds the report among stray output).
 _HARNESS = """
 def _harness():
     import builtins, io, os, sys
     nonce = os.environ.pop("CPTLAB_NONCE")
-    write, run, copy, kind, text, rep = os.write, exec, dict, type, str, repr
-    Error = BaseException
+    write, run, evaluate, kind, text, rep = os.write, exec, eval, type, str, repr
+    Error, copy = BaseException, dict
     clean_builtins = copy(builtins.__dict__)
+%(encoder)s
+    encode = _encoder()
 
     def describe(err):
         try:
@@ -73,34 +83,70 @@ def _harness():
     except Error as err:
         loaded = describe(err)
     if loaded is None:
-        for test in %(tests)r:
+        for probe in %(probes)r:
             try:
-                run(test, {**ns, "__builtins__": copy(clean_builtins)})
-                results.append(None)
+                # the builtins as they were before the solution ran (a probe may call them)
+                scope = {**ns, "__builtins__": copy(clean_builtins)}
+                results.append(["v", encode(evaluate(probe, scope))])
             except Error as err:
-                results.append(describe(err))
-    report = (nonce + rep((loaded, results)) + "\\n").encode()
+                results.append(["e", describe(err)])
+    report = (nonce + rep([loaded, results]) + "\\n").encode()
     while report:
         report = report[write(1, report) :]
 
 
 _harness()
 """
+# Probe values travel on stdout, so it may hold more than a program's usual output.
+MAX_REPORT_BYTES = 8 << 20
 
 
-def _read_report(text: str, n_tests: int) -> tuple[str | None, list[str | None]]:
-    """The harness's (load error, per-test errors); ValueError if it is not that."""
+def harness(source: str, probes: list[str]) -> str:
+    encoder = "\n".join("    " + line if line else line for line in ENCODER.splitlines())
+    return _HARNESS % {"source": source, "probes": list(probes), "encoder": encoder}
+
+
+def _read_report(text: str, n_probes: int) -> tuple[str | None, list]:
+    """The harness's (load error, per-probe ["v", encoded] | ["e", error]); ValueError if it is
+    not that."""
     try:
         loaded, results = ast.literal_eval(text)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError) as err:
         raise ValueError(f"unreadable ({type(err).__name__})") from None
     if not (loaded is None or isinstance(loaded, str)) or not isinstance(results, list):
         raise ValueError("wrong shape")
-    if not all(r is None or isinstance(r, str) for r in results):
-        raise ValueError("wrong shape")
-    if loaded is None and len(results) != n_tests:
-        raise ValueError(f"{len(results)} results for {n_tests} tests")
+    if loaded is None and len(results) != n_probes:
+        raise ValueError(f"{len(results)} results for {n_probes} probes")
     return loaded, results
+
+
+def _probe_values(results: list) -> dict[int, object]:
+    """Decoded probe values; a probe that raised maps to the exception's description."""
+    values: dict[int, object] = {}
+    for i, result in enumerate(results):
+        if not (isinstance(result, list) and len(result) == 2 and result[0] in ("v", "e")):
+            raise ValueError(f"probe {i}: wrong shape")
+        values[i] = decode_value(result[1]) if result[0] == "v" else ProbeError(str(result[1]))
+    return values
+
+
+class ProbeError(Exception):
+    """A probe raised in the sandbox; its check fails with that error."""
+
+
+def _check(test: SplitTest, values: dict[int, object]) -> str | None:
+    """None when `test` holds on the probe values, else why not."""
+    for i in test.probes:
+        if isinstance(values[i], ProbeError):
+            return str(values[i])
+    try:
+        exec(test.check, check_namespace({i: values[i] for i in test.probes}))
+    except AssertionError:
+        odd = [v for i in test.probes if isinstance(v := values[i], Unserializable)]
+        return f"AssertionError: returned {odd[0]!r}" if odd else "AssertionError"
+    except Exception as err:
+        return f"{type(err).__name__}: {str(err)[:200]}"
+    return None
 
 
 @register("python_unit_tests")
@@ -118,9 +164,13 @@ def python_unit_tests(completion: str, row: dict) -> Verdict:
     except (ValueError, MemoryError, RecursionError):
         pass  # let the sandbox run it and report
     tests = row["metadata"]["tests"]
+    try:
+        probes, split = split_tests(tests)
+    except UnsupportedTest as err:
+        return malformed(f"unsupported test shape: {err}", "The tests could not be run.")
     nonce = secrets.token_hex(16)
-    program = _HARNESS % {"source": source, "tests": list(tests)}
-    result = run_python(program, env={"CPTLAB_NONCE": nonce}, limits=limits_for(row))
+    limits = dataclasses.replace(limits_for(row), max_output_bytes=MAX_REPORT_BYTES)
+    result = run_python(harness(source, probes), env={"CPTLAB_NONCE": nonce}, limits=limits)
     if result.status == "sandbox_error":
         return malformed(f"sandbox error: {result.stderr[-300:]}", "The code could not be run.")
     if result.status != "ok":
@@ -129,12 +179,13 @@ def python_unit_tests(completion: str, row: dict) -> Verdict:
     if line is None:
         return malformed("the test harness produced no verdict", "The program did not finish.")
     try:
-        load_error, results = _read_report(line[len(nonce) :], len(tests))
-    except ValueError as err:
-        return malformed(f"garbled test harness verdict: {err}", "The program did not finish.")
+        load_error, results = _read_report(line[len(nonce) :], len(probes))
+        values = _probe_values(results) if load_error is None else {}
+    except (ValueError, TypeError, OverflowError, RecursionError, MemoryError) as err:
+        return malformed(f"garbled test harness report: {err}", "The program did not finish.")
     if load_error:
         return wrong(f"The code does not run: {load_error}")
-    failed = [(t, e) for t, e in zip(tests, results, strict=True) if e is not None]
+    failed = [(t.source, e) for t in split if (e := _check(t, values)) is not None]
     if not failed:
         return correct(f"All {len(tests)} tests passed.")
     test, error = failed[0]
