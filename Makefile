@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 CORES ?= all
 
-.PHONY: setup run test test-slow lint clean
+.PHONY: setup run test test-slow test-drills lint clean
 
 setup: $(VENV)/.installed
 
@@ -30,6 +30,10 @@ test: setup
 
 test-slow: setup
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -q -m slow
+
+# Kill -9 a real workflow run mid-job, rerun the same command, compare with an uninterrupted run.
+test-drills: setup
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -q -m drill
 
 lint: setup
 	$(BIN)/ruff check src tests bench diagnostics

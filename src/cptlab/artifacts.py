@@ -16,8 +16,11 @@ MANIFEST = "manifest.json"
 def atomic_write_text(path: str | Path, text: str | Iterable[str]) -> Path:
     """Write text (or an iterable of chunks) to `path` atomically (temp file + rename)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as err:
+        raise OSError(err.errno, f"cannot write {path}: {err.strerror}") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             if isinstance(text, str):
@@ -27,8 +30,10 @@ def atomic_write_text(path: str | Path, text: str | Iterable[str]) -> Path:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(err, OSError):  # a full disk, a folder turned read-only: name the file
+            raise OSError(err.errno, f"cannot write {path}: {err.strerror}") from None
         raise
     return path
 

@@ -4,6 +4,7 @@ analyses. Nothing here downloads: a hub name must already be in the local HF cac
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
 
@@ -13,16 +14,33 @@ from cptlab.errors import InputError
 def load_tokenizer(path: str | Path) -> PreTrainedTokenizerFast:
     """The tokenizer saved in `path` (AutoTokenizer may swap in another class for a locally
     trained tokenizer), padded on the left for decoder-only generation."""
-    tokenizer = PreTrainedTokenizerFast.from_pretrained(str(path))
+    try:
+        tokenizer = PreTrainedTokenizerFast.from_pretrained(str(path))
+    except Exception as err:
+        message = " ".join(str(err).split())[:300]
+        raise InputError(
+            f"{path}: no loadable tokenizer ({type(err).__name__}: {message})"
+        ) from None
     tokenizer.padding_side = "left"  # not always restored from tokenizer_config.json
     return tokenizer
 
 
+def load_model(path: str | Path, **options: Any):
+    """The model in `path` (a local folder, or a hub name already in the HF cache: fill the
+    cache once on a machine with internet). A folder that does not hold a loadable model (a
+    truncated or corrupt weights file, a broken config) is an InputError naming it."""
+    try:
+        return AutoModelForCausalLM.from_pretrained(str(path), local_files_only=True, **options)
+    except Exception as err:  # safetensors, json and transformers each raise their own types
+        message = " ".join(str(err).split())[:300]
+        raise InputError(
+            f"{path}: not a loadable checkpoint ({type(err).__name__}: {message})"
+        ) from None
+
+
 def load_checkpoint(path: str | Path):
-    """(model, tokenizer) from a local folder, or a hub name already in the HF cache (fill the
-    cache once on a machine with internet)."""
-    model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True)
-    return model, load_tokenizer(path)
+    """(model, tokenizer) of a checkpoint folder (load_model)."""
+    return load_model(path), load_tokenizer(path)
 
 
 def model_folder(name_or_path: str | Path) -> Path:

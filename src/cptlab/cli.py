@@ -2,8 +2,9 @@
 
 Each stage package declares its subcommands in its own `cli.py` with `@command`; this module
 collects them (COMMAND_MODULES) and is the one error path: bad input (a config key, a data row,
-a missing or malformed file) exits 2 with one line naming it; a training stage that ended
-abnormally (non-finite loss, collapse with action `error`) exits 3.
+a missing or malformed file, an output that cannot be written) exits 2 with one line naming
+it; a training stage that ended abnormally (non-finite loss, collapse with action `error`)
+exits 3.
 """
 
 from __future__ import annotations
@@ -98,13 +99,22 @@ def main(argv: list[str] | None = None) -> int:
     except StageError as err:
         print(f"cptlab {args.command}: {type(err).__name__}: {err}", file=sys.stderr)
         return 3
-    except (InputError, FileNotFoundError, KeyError, ValueError) as err:
-        # Bad input: one clear line naming the problem, no traceback. KeyError and ValueError
-        # are what the registries and parsers raise for an unknown name or a malformed value.
-        message = err.args[0] if isinstance(err, KeyError) and err.args else err
-        print(f"cptlab {args.command}: error: {message}", file=sys.stderr)
+    except (InputError, OSError, KeyError, ValueError) as err:
+        # Bad input or an unwritable output: one clear line naming the file, key or row, no
+        # traceback. KeyError and ValueError are what the registries and parsers raise for an
+        # unknown name or a malformed value; OSError, a missing file or a full disk.
+        print(f"cptlab {args.command}: error: {_message(err)}", file=sys.stderr)
         return 2
     return 0
+
+
+def _message(err: Exception) -> str:
+    """The error's own words: a KeyError without its quotes, an OSError without `[Errno N]`."""
+    if isinstance(err, KeyError) and err.args:
+        return str(err.args[0])
+    if isinstance(err, OSError) and err.strerror:
+        return f"{err.filename}: {err.strerror}" if err.filename else err.strerror
+    return str(err)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from cptlab.domains.prepare import data_settings as data_section
 from cptlab.drift.settings import ChainSettings, DriftSettings
 from cptlab.evaluation.settings import EvalSettings
 from cptlab.layout import Layout
+from cptlab.locks import record_lock_owner, release_stale_lock
 from cptlab.plan import Plan, base_measure_benchmarks, builds_base, datasets, eval_benchmarks
 from cptlab.provenance import SourceTree, write_if_changed
 from cptlab.resources import rule_resources, snakemake_resources
@@ -32,6 +33,15 @@ except ConfigError as err:
     sys.exit(2)
 config.clear()
 config.update(_config)
+
+# A run killed with -9 leaves its lock: free it when its process is gone (cptlab.locks).
+if (_freed := release_stale_lock()) is not None:
+    print(_freed, file=sys.stderr)
+
+
+onstart:
+    record_lock_owner()
+
 
 LAYOUT = Layout.of(config)
 SEQUENCE = PLAN.sequence

@@ -22,11 +22,11 @@ from pathlib import Path
 import torch
 from accelerate import PartialState
 from datasets import Dataset
-from transformers import AutoModelForCausalLM, TrainerCallback
+from transformers import TrainerCallback
 from trl import GRPOConfig
 
 from cptlab.artifacts import MANIFEST, atomic_write_text, write_manifest
-from cptlab.checkpoints import load_tokenizer
+from cptlab.checkpoints import load_model, load_tokenizer
 from cptlab.config import ConfigError
 from cptlab.provenance import SourceTree
 from cptlab.rows import read_jsonl
@@ -177,7 +177,7 @@ def build_trainer(
     init = {"dtype": t["dtype"] if t["dtype"] == "auto" else getattr(torch, t["dtype"])}
     if t["attn_implementation"]:
         init["attn_implementation"] = t["attn_implementation"]
-    model = AutoModelForCausalLM.from_pretrained(str(start), **init)
+    model = load_model(start, **init)
     monitor = CollapseMonitor.from_config(t["collapse"])
     reward = reward or VerifierReward(rows, workers=t["reward_workers"])
     reward.monitor = monitor
@@ -249,7 +249,7 @@ def export_weights(source: str | Path, out: Path) -> None:
             ):
                 shutil.copy2(path, out / path.name)
     else:
-        AutoModelForCausalLM.from_pretrained(str(source)).save_pretrained(out)
+        load_model(source).save_pretrained(out)
 
 
 def weights_sha256(folder: Path) -> str:
