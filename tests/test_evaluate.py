@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from cptlab.base_model.settings import ArchitectureSettings
 from cptlab.base_model.tokenizer import train_tokenizer
 from cptlab.config import ConfigError
 from cptlab.evaluation.generation import count_generated
+from cptlab.layout import Layout
 from cptlab.rows import RowError
 from cptlab.verifiers import VERIFIERS, Verdict, register
 
@@ -176,6 +178,38 @@ def test_rows_of_another_benchmark_are_refused(world):
             ]
         )  # fmt: skip
     assert not (folder / "o.json").exists()
+
+
+def test_a_checkpoint_is_evaluated_on_every_benchmark_in_one_load(world, tmp_path):
+    """`evaluate-checkpoint`, the workflow's: the files the layout names, the same records as
+    `evaluate` of each benchmark alone."""
+    folder, model, data = world
+    layout = Layout(tmp_path / "results")
+    shutil.copytree(model, layout.base_dir)
+    layout.data_dir.mkdir(parents=True)
+    shutil.copy2(data, layout.data_file("math_id"))
+    length_rows = [
+        json.loads(x) for x in (folder / "length" / "math_id.jsonl").read_text().splitlines()
+    ]
+    for row in length_rows:
+        row["benchmark"], row["domain"] = "math_ood", "math"
+        row["id"] = row["id"].replace("math_id", "math_ood")
+    write_rows(layout.data_file("math_ood"), length_rows)
+    config = json.loads(config_file(folder, "checkpoint").read_text())
+    config["data"]["domains"]["math"]["ood"] = ["math_ood"]
+    layout.root.mkdir(parents=True, exist_ok=True)
+    layout.config_file.write_text(json.dumps(config))
+    run_command(["evaluate-checkpoint", "--config", str(layout.config_file),
+                 "--results-dir", str(layout.root)])  # fmt: skip
+    alone, _, _ = evaluate(world, "alone")
+    for name in ("math_id", "math_ood"):
+        record = json.loads(layout.eval_file(name).read_text())
+        assert record["benchmark"] == name and record["checkpoint"] == str(layout.base_dir)
+        assert len(layout.responses_file(name).read_text().splitlines()) == record["n"] == 6
+    together = json.loads(layout.eval_file("math_id").read_text())
+    assert {k: together[k] for k in ("accuracy", "ci_low", "ci_high", "n")} == {
+        k: alone[k] for k in ("accuracy", "ci_low", "ci_high", "n")
+    }
 
 
 def test_count_generated_stops_at_the_first_end_token():

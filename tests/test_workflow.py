@@ -23,7 +23,7 @@ pytestmark = pytest.mark.integration
 
 SMOKE = "config/smoke.yaml"
 STAGES, METHODS = 2, 2
-EVAL_BENCHMARKS = 3  # math_id, science_id, logic_ood
+EVAL_BENCHMARKS = 3  # math_id, science_id, logic_ood; one evaluation job per checkpoint
 
 
 def downstream(chains: int) -> dict:
@@ -150,21 +150,14 @@ def test_a_fresh_clone_beside_the_results_reruns_nothing(smoke):
 
 def test_an_evaluation_param_reruns_every_evaluation_only(smoke, tmp_path):
     jobs = plan_after(smoke, tmp_path, lambda c: c["evaluation"].update(max_new_tokens=9))
-    checkpoints = 1 + METHODS * STAGES
-    assert jobs == Counter(
-        evaluate_base=EVAL_BENCHMARKS,
-        evaluate_stage=(checkpoints - 1) * EVAL_BENCHMARKS,
-        **downstream(METHODS),
-    )
+    assert jobs == Counter(evaluate_base=1, evaluate_stage=METHODS * STAGES, **downstream(METHODS))
 
 
 def test_a_method_param_reruns_only_that_methods_chain(smoke, tmp_path):
     jobs = plan_after(
         smoke, tmp_path, lambda c: c["methods"]["sdpo_frozen"].update(distillation_is_clip=3.0)
     )
-    assert jobs == Counter(
-        train_stage=STAGES, evaluate_stage=STAGES * EVAL_BENCHMARKS, **downstream(1)
-    )
+    assert jobs == Counter(train_stage=STAGES, evaluate_stage=STAGES, **downstream(1))
 
 
 def test_one_domains_steps_rerun_only_its_stages_and_later(smoke, tmp_path):
@@ -172,12 +165,12 @@ def test_one_domains_steps_rerun_only_its_stages_and_later(smoke, tmp_path):
         smoke, tmp_path, lambda c: c["training"].setdefault("domain_steps", {}).update(science=3)
     )
     # science is the last stage: one stage per method
-    assert jobs == Counter(
-        train_stage=METHODS, evaluate_stage=METHODS * EVAL_BENCHMARKS, **downstream(METHODS)
-    )
+    assert jobs == Counter(train_stage=METHODS, evaluate_stage=METHODS, **downstream(METHODS))
 
 
-def test_adding_a_benchmark_adds_only_its_evaluations(smoke, tmp_path):
+def test_adding_a_benchmark_reruns_only_the_evaluations(smoke, tmp_path):
+    """Its data, and each checkpoint's one evaluation job (loading the model dominates it):
+    no training, no base."""
     jobs = plan_after(
         smoke, tmp_path, lambda c: c["data"]["domains"]["math"].update(ood=["math_ood"])
     )
@@ -189,9 +182,7 @@ def test_adding_a_benchmark_adds_only_its_evaluations(smoke, tmp_path):
 def test_adding_a_seed_adds_only_its_chains(smoke, tmp_path):
     jobs = plan_after(smoke, tmp_path, lambda c: c["run"].update(seeds=[0, 1]))
     assert jobs == Counter(
-        train_stage=METHODS * STAGES,
-        evaluate_stage=METHODS * STAGES * EVAL_BENCHMARKS,
-        **downstream(METHODS),
+        train_stage=METHODS * STAGES, evaluate_stage=METHODS * STAGES, **downstream(METHODS)
     )
 
 
@@ -201,17 +192,12 @@ def test_adding_a_method_adds_only_its_chain(smoke, tmp_path):
         config["run"]["methods"].append("sdpo_ema5")
 
     jobs = plan_after(smoke, tmp_path, add)
-    assert jobs == Counter(
-        train_stage=STAGES, evaluate_stage=STAGES * EVAL_BENCHMARKS, **downstream(1)
-    )
+    assert jobs == Counter(train_stage=STAGES, evaluate_stage=STAGES, **downstream(1))
 
 
 def test_a_code_change_reruns_only_the_rules_that_use_it(smoke):
-    checkpoints = 1 + METHODS * STAGES
     assert plan_after_editing(smoke, "evaluation/evaluate.py") == Counter(
-        evaluate_base=EVAL_BENCHMARKS,
-        evaluate_stage=(checkpoints - 1) * EVAL_BENCHMARKS,
-        **downstream(METHODS),
+        evaluate_base=1, evaluate_stage=METHODS * STAGES, **downstream(METHODS)
     )
     jobs = plan_after_editing(smoke, "train/grpo.py")
     assert jobs["train_stage"] == METHODS * STAGES and "build_base" not in jobs
@@ -223,7 +209,7 @@ def test_a_module_everything_imports_reruns_training_and_evaluation(smoke, modul
     imported by training and evaluation, so editing them reruns both."""
     jobs = plan_after_editing(smoke, module)
     assert jobs["train_stage"] == METHODS * STAGES
-    assert jobs["evaluate_base"] + jobs["evaluate_stage"] == (1 + METHODS * STAGES) * 3
+    assert jobs["evaluate_base"] + jobs["evaluate_stage"] == 1 + METHODS * STAGES
 
 
 def test_drift_plots_rerun_only_the_drift_figures(smoke):
@@ -237,7 +223,7 @@ def test_code_hashes_cover_every_import(smoke):
     logs = smoke / "results" / "smoke" / "logs"
     kinds = {
         "data": "prepare-data", "base": "build-base", "train": "train-stage",
-        "evaluate": "evaluate", "aggregate": "aggregate", "figures": "figures",
+        "evaluate": "evaluate-checkpoint", "aggregate": "aggregate", "figures": "figures",
         "drift/figures": "drift-figures", "drift/dataset_distance": "dataset-distance",
         "drift": "drift-chain",
     }  # fmt: skip
@@ -258,25 +244,20 @@ def test_a_colleagues_copy_of_the_results_has_nothing_to_do(colleague):
 
 def test_a_colleagues_copy_reruns_exactly_what_an_evaluation_key_changes(colleague, tmp_path):
     jobs = plan_after(colleague, tmp_path, lambda c: c["evaluation"].update(max_new_tokens=9))
-    assert jobs == Counter(
-        evaluate_base=EVAL_BENCHMARKS,
-        evaluate_stage=METHODS * STAGES * EVAL_BENCHMARKS,
-        **downstream(METHODS),
-    )
+    assert jobs == Counter(evaluate_base=1, evaluate_stage=METHODS * STAGES, **downstream(METHODS))
 
 
 def test_a_colleagues_copy_reruns_exactly_what_a_method_key_changes(colleague, tmp_path):
     jobs = plan_after(
         colleague, tmp_path, lambda c: c["methods"]["sdpo_frozen"].update(distillation_is_clip=3.0)
     )
-    assert jobs == Counter(
-        train_stage=STAGES, evaluate_stage=STAGES * EVAL_BENCHMARKS, **downstream(1)
-    )
+    assert jobs == Counter(train_stage=STAGES, evaluate_stage=STAGES, **downstream(1))
 
 
 def test_the_paper_config_plans_the_whole_study():
-    """config/paper.yaml: 4 methods x 4 stages, every checkpoint on the 10 benchmarks."""
+    """config/paper.yaml: 4 methods x 4 stages, each of the 17 checkpoints on the 10
+    benchmarks in one job."""
     jobs = planned_jobs(ROOT, "--configfile", "config/paper.yaml")
     assert jobs["train_stage"] == 16
-    assert jobs["evaluate_base"] == 10 and jobs["evaluate_stage"] == 160
+    assert jobs["evaluate_base"] == 1 and jobs["evaluate_stage"] == 16
     assert "build_base" not in jobs

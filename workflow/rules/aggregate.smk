@@ -15,6 +15,8 @@ rule aggregate:
         results=results_dir,
     log:
         LAYOUT.log_file("aggregate"),
+    benchmark:
+        LAYOUT.benchmark_file("aggregate")
     conda:
         "../../envs/cptlab.yaml"
     shell:
@@ -64,6 +66,8 @@ rule figures:
         results=results_dir,
     log:
         LAYOUT.log_file("figures"),
+    benchmark:
+        LAYOUT.benchmark_file("figures")
     conda:
         "../../envs/cptlab.yaml"
     shell:

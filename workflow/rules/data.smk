@@ -13,6 +13,8 @@ rule prepare_data:
         config=CONFIG_FILE,
     log:
         LAYOUT.log_file(DATA_JOB),
+    benchmark:
+        LAYOUT.benchmark_file(DATA_JOB)
     conda:
         "../../envs/cptlab.yaml"
     shell:

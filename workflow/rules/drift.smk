@@ -124,6 +124,8 @@ rule drift_figures:
         results=results_dir,
     log:
         LAYOUT.log_file("drift/figures"),
+    benchmark:
+        LAYOUT.benchmark_file("drift/figures")
     conda:
         "../../envs/cptlab.yaml"
     shell:

@@ -1,24 +1,26 @@
-# Every checkpoint on every benchmark: one job per (checkpoint, benchmark), so adding a
-# benchmark adds only its jobs. The base's evaluations are shared by every method and seed.
+# Every checkpoint on every benchmark: one job per checkpoint, which loads the model once and
+# writes each benchmark's EVAL.json and responses file. Adding a benchmark reruns each
+# checkpoint's job (its outputs change); the model load dominates it, not the benchmarks. The
+# base's evaluations are shared by every method and seed.
 
-EVAL_BASE_JOB = "evaluate/base/{benchmark}"
-EVAL_STAGE_JOB = "evaluate/{method}/seed{seed}/stage{stage}/{benchmark}"
-
+EVAL_BASE_JOB = "evaluate/base"
+EVAL_STAGE_JOB = "evaluate/{method}/seed{seed}/stage{stage}"
 
 
 rule evaluate_base:
     input:
         checkpoint=base_inputs(),
-        data=data_file("{benchmark}"),
+        data=[data_file(b) for b in EVAL_BENCHMARKS],
         provenance=provenance(
-            EVAL_BASE_JOB, "evaluate", evaluation_settings(lambda wc: base_model())
+            EVAL_BASE_JOB, "evaluate-checkpoint", evaluation_settings(lambda wc: base_model())
         ),
     output:
-        scores=LAYOUT.eval_file("{benchmark}"),
-        responses=LAYOUT.responses_file("{benchmark}"),
+        scores=[str(LAYOUT.eval_file(b)) for b in EVAL_BENCHMARKS],
+        responses=[str(LAYOUT.responses_file(b)) for b in EVAL_BENCHMARKS],
     params:
         config=CONFIG_FILE,
-        checkpoint=lambda wc: base_model(),
+        results=results_dir,
+        checkpoint="",
     threads: threads("evaluate")
     resources:
         **resources("evaluate"),
@@ -29,26 +31,31 @@ rule evaluate_base:
     conda:
         "../../envs/cptlab.yaml"
     shell:
-        "cptlab evaluate --config {params.config} --checkpoint {params.checkpoint}"
-        " --data {input.data} --benchmark {wildcards.benchmark} --out {output.scores}"
-        " --responses {output.responses} --threads {threads} > {log} 2>&1"
+        "cptlab evaluate-checkpoint --config {params.config} --results-dir {params.results}"
+        " {params.checkpoint} --threads {threads} > {log} 2>&1"
 
 
 use rule evaluate_base as evaluate_stage with:
     input:
         checkpoint=lambda wc: stage_manifest(wc.method, wc.seed, wc.stage),
-        data=data_file("{benchmark}"),
+        data=[data_file(b) for b in EVAL_BENCHMARKS],
         provenance=provenance(
             EVAL_STAGE_JOB,
-            "evaluate",
+            "evaluate-checkpoint",
             evaluation_settings(lambda wc: stage_dir(wc.method, wc.seed, wc.stage)),
         ),
     output:
-        scores=LAYOUT.eval_file("{benchmark}", "{method}", "{seed}", "{stage}"),
-        responses=LAYOUT.responses_file("{benchmark}", "{method}", "{seed}", "{stage}"),
+        scores=[
+            str(LAYOUT.eval_file(b, "{method}", "{seed}", "{stage}")) for b in EVAL_BENCHMARKS
+        ],
+        responses=[
+            str(LAYOUT.responses_file(b, "{method}", "{seed}", "{stage}"))
+            for b in EVAL_BENCHMARKS
+        ],
     params:
         config=CONFIG_FILE,
-        checkpoint=lambda wc: stage_dir(wc.method, wc.seed, wc.stage),
+        results=results_dir,
+        checkpoint="--method {method} --seed {seed} --stage {stage}",
     log:
         LAYOUT.log_file(EVAL_STAGE_JOB),
     benchmark:

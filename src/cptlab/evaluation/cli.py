@@ -1,11 +1,12 @@
-"""The `evaluate` subcommand."""
+"""The `evaluate` (one benchmark, files of your choice) and `evaluate-checkpoint` (the
+workflow's: every benchmark of one checkpoint) subcommands."""
 
 from __future__ import annotations
 
 import argparse
 import json
 
-from cptlab.cli import CONFIG, THREADS, arg, command
+from cptlab.cli import CONFIG, RESULTS_DIR, THREADS, arg, command
 
 
 @command(
@@ -34,3 +35,33 @@ def evaluate(args: argparse.Namespace) -> None:
     )
     keys = ("benchmark", "accuracy", "ci_low", "ci_high", "n", "seconds")
     print(json.dumps({k: record[k] for k in keys}))
+
+
+@command(
+    "evaluate-checkpoint",
+    "one checkpoint of the experiment on every benchmark, the model loaded once",
+    CONFIG,
+    RESULTS_DIR,
+    arg("--method", default=None, help="the chain's method (omit for the base model)"),
+    arg("--seed", type=int, default=None, help="the chain's seed"),
+    arg("--stage", type=int, default=0, help="the stage k >= 1 (0: the base model)"),
+    THREADS,
+)
+def evaluate_checkpoint(args: argparse.Namespace) -> None:
+    from cptlab.config import load_config
+    from cptlab.evaluation.evaluate import evaluate_checkpoint
+    from cptlab.layout import Layout
+
+    if (args.method is None) != (args.stage == 0) or (args.method is None) != (args.seed is None):
+        raise ValueError("--method, --seed and --stage >= 1 go together (none: the base model)")
+    records = evaluate_checkpoint(
+        load_config(args.config),
+        Layout(args.results_dir),
+        args.method,
+        args.seed,
+        args.stage,
+        threads=args.threads,
+    )
+    for record in records:
+        keys = ("benchmark", "accuracy", "ci_low", "ci_high", "n", "seconds")
+        print(json.dumps({k: record[k] for k in keys}))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +23,8 @@ from cptlab.domains import get_benchmark
 from cptlab.evaluation.generation import generate
 from cptlab.evaluation.scoring import bootstrap_ci, rewards, score_completions
 from cptlab.evaluation.settings import EvalSettings
+from cptlab.layout import Layout
+from cptlab.plan import Plan, builds_base, eval_benchmarks
 from cptlab.rows import RowError, read_jsonl
 
 
@@ -54,55 +57,65 @@ def _check_rows(rows: list[dict], benchmark: str, data: Path) -> None:
         raise RowError(f"{data}: rows of benchmark(s) {other}, expected only {benchmark!r}")
 
 
-def run_evaluation(
-    config: dict,
-    checkpoint: str | Path,
-    data: str | Path,
-    benchmark: str,
-    out: str | Path,
-    responses_out: str | Path,
-    threads: int = 1,
-) -> dict:
-    """Evaluate `checkpoint` on the rows of `data` (the prepared JSONL of `benchmark`) with the
-    config's `evaluation` settings; write the responses JSONL, then EVAL.json (`out`) last.
-    Returns the EVAL.json record."""
-    started = time.perf_counter()
-    settings = EvalSettings.from_config(config)
-    info = get_benchmark(benchmark)
+Generate = Callable[[list[list[dict]], dict], list[list[str]]]
+
+
+def load_generator(checkpoint: str | Path, settings: EvalSettings) -> Generate:
+    """`generate(prompts, stats)`: completions of `checkpoint` with the evaluation settings,
+    the model (HF) or the engine (vLLM) loaded once for every benchmark."""
+    if settings.backend == "vllm":
+        from cptlab.evaluation.vllm_backend import build_llm, generate_vllm
+
+        llm = build_llm(checkpoint, settings.vllm, settings.seed)
+        return lambda prompts, stats: generate_vllm(
+            llm,
+            prompts,
+            settings.sampling,
+            settings.seed,
+            stats=stats,
+            chat_template_kwargs=settings.chat_template_kwargs,
+        )
+    model, tokenizer = load_checkpoint(checkpoint)
+    return lambda prompts, stats: generate(
+        model,
+        tokenizer,
+        prompts,
+        settings.sampling,
+        settings.seed,
+        batch_size=settings.batch_size,
+        stats=stats,
+        chat_template_kwargs=settings.chat_template_kwargs,
+    )
+
+
+def read_benchmark_rows(benchmark: str, data: str | Path, settings: EvalSettings) -> list[dict]:
+    """The rows of `data` (the prepared JSONL of `benchmark`) that the evaluation scores: the
+    first `evaluation.n`. Checked before any model loads."""
+    get_benchmark(benchmark)  # an unknown name is an error naming it
     data = Path(data)
     if not data.exists():
         raise FileNotFoundError(f"{data}: no such data file")
     rows = read_jsonl(data)
     _check_rows(rows, benchmark, data)
-    if settings.n is not None:
-        rows = rows[: settings.n]
-    torch.set_num_threads(max(1, threads))
-    stats: dict = {"tokens_generated": 0}
-    prompts = [r["prompt"] for r in rows]
-    if settings.backend == "vllm":
-        from cptlab.evaluation.vllm_backend import generate_with_vllm
+    return rows if settings.n is None else rows[: settings.n]
 
-        completions = generate_with_vllm(
-            checkpoint,
-            prompts,
-            settings.sampling,
-            settings.seed,
-            options=settings.vllm,
-            stats=stats,
-            chat_template_kwargs=settings.chat_template_kwargs,
-        )
-    else:
-        model, tokenizer = load_checkpoint(checkpoint)
-        completions = generate(
-            model,
-            tokenizer,
-            prompts,
-            settings.sampling,
-            settings.seed,
-            batch_size=settings.batch_size,
-            stats=stats,
-            chat_template_kwargs=settings.chat_template_kwargs,
-        )
+
+def evaluate_benchmark(
+    generate_completions: Generate,
+    settings: EvalSettings,
+    checkpoint: str | Path,
+    benchmark: str,
+    rows: list[dict],
+    out: str | Path,
+    responses_out: str | Path,
+) -> dict:
+    """Score `rows` of `benchmark`; write the responses JSONL, then EVAL.json (`out`) last.
+    Returns the EVAL.json record; its `seconds` are this benchmark's (generation and scoring),
+    not the model's loading."""
+    started = time.perf_counter()
+    info = get_benchmark(benchmark)
+    stats: dict = {"tokens_generated": 0}
+    completions = generate_completions([r["prompt"] for r in rows], stats)
     result = summarise(rows, completions, settings.seed)
     atomic_write_text(
         responses_out, [json.dumps(r, ensure_ascii=False) + "\n" for r in result["responses"]]
@@ -126,3 +139,60 @@ def run_evaluation(
     }
     atomic_write_json(out, record)
     return record
+
+
+def run_evaluation(
+    config: dict,
+    checkpoint: str | Path,
+    data: str | Path,
+    benchmark: str,
+    out: str | Path,
+    responses_out: str | Path,
+    threads: int = 1,
+) -> dict:
+    """Evaluate `checkpoint` on one benchmark with the config's `evaluation` settings
+    (evaluate_benchmark). Returns the EVAL.json record."""
+    settings = EvalSettings.from_config(config)
+    torch.set_num_threads(max(1, threads))
+    rows = read_benchmark_rows(benchmark, data, settings)
+    generate_completions = load_generator(checkpoint, settings)
+    return evaluate_benchmark(
+        generate_completions, settings, checkpoint, benchmark, rows, out, responses_out
+    )
+
+
+def evaluate_checkpoint(
+    config: dict,
+    layout: Layout,
+    method: str | None = None,
+    seed: int | None = None,
+    stage: int = 0,
+    threads: int = 1,
+) -> list[dict]:
+    """Evaluate one checkpoint of the experiment (the base, or stage `stage` of chain
+    (method, seed)) on every benchmark of the config, loading it once; each benchmark's files
+    go where the layout puts them, EVAL.json last. Returns the records."""
+    settings = EvalSettings.from_config(config)
+    torch.set_num_threads(max(1, threads))
+    rows = {
+        b.name: read_benchmark_rows(b.name, layout.data_file(b.name), settings)
+        for b in eval_benchmarks(config)
+    }
+    if method is None or stage == 0:
+        checkpoint = layout.base_dir if builds_base(config) else config["base"]["path"]
+    else:
+        domain = Plan.from_config(config).stage_domain(stage)
+        checkpoint = layout.stage_dir(method, seed, stage, domain)
+    generate_completions = load_generator(checkpoint, settings)
+    return [
+        evaluate_benchmark(
+            generate_completions,
+            settings,
+            checkpoint,
+            benchmark,
+            benchmark_rows,
+            layout.eval_file(benchmark, method, seed, stage),
+            layout.responses_file(benchmark, method, seed, stage),
+        )
+        for benchmark, benchmark_rows in rows.items()
+    ]
