@@ -21,9 +21,12 @@ $(VENV)/.installed: envs/requirements.txt pyproject.toml
 EXPERIMENT ?= embedded
 
 # The whole experiment, then the HTML report (Snakemake builds reports in a second call).
+# `cptlab watch` prints, beside Snakemake's log, what each running job is doing.
 run: setup
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/snakemake --cores $(CORES)
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/snakemake --report results/$(EXPERIMENT)/report.html
+	@export PATH="$(abspath $(BIN)):$$PATH"; \
+	cptlab watch --results-dir results/$(EXPERIMENT) --every 30 & watcher=$$!; \
+	snakemake --cores $(CORES); status=$$?; kill $$watcher 2>/dev/null; \
+	[ $$status -ne 0 ] || snakemake --report results/$(EXPERIMENT)/report.html; exit $$status
 
 test: setup
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -q

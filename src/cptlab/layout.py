@@ -35,6 +35,7 @@ from cptlab.artifacts import MANIFEST
 RESULTS = Path("results")
 TRAIN_LOG = "train_log.jsonl"
 BASE = "base"  # the base model's name among checkpoints (stage 0)
+BASE_JOB = "base"  # the job id of the base build
 
 
 @dataclass(frozen=True)
@@ -169,6 +170,28 @@ class Layout:
         return self.root / "report.html"
 
     # --- workflow bookkeeping ----------------------------------------------------------------
+    # A job's id names its provenance, log and benchmark files; the rules build the ids with
+    # these functions (with wildcard placeholders), and `cptlab watch` reads them back.
+
+    @staticmethod
+    def data_job(benchmark: str) -> str:
+        return f"data/{benchmark}"
+
+    @staticmethod
+    def train_job(method: str, seed: int | str, stage: int | str, domain: str) -> str:
+        return f"train/{method}/seed{seed}/stage{stage}_{domain}"
+
+    @staticmethod
+    def evaluate_job(
+        method: str | None = None, seed: int | str | None = None, stage: int | str = 0
+    ) -> str:
+        if method is None or str(stage) == "0":
+            return f"evaluate/{BASE}"
+        return f"evaluate/{method}/seed{seed}/stage{stage}"
+
+    @staticmethod
+    def drift_chain_job(method: str, seed: int | str) -> str:
+        return f"drift/{method}/seed{seed}"
 
     def provenance_file(self, job: str) -> Path:
         return self.root / "provenance" / f"{job}.json"

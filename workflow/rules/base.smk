@@ -1,7 +1,5 @@
 # The embedded base model, built offline (skipped when base.path names a pretrained model).
 
-BASE_JOB = "base"
-
 
 rule build_base:
     input:

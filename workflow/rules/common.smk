@@ -10,7 +10,7 @@ from cptlab.config import ConfigError, load_config
 from cptlab.domains.prepare import data_settings as data_section
 from cptlab.drift.settings import ChainSettings, DriftSettings
 from cptlab.evaluation.settings import EvalSettings
-from cptlab.layout import Layout
+from cptlab.layout import BASE_JOB, Layout
 from cptlab.locks import record_lock_owner, release_stale_lock
 from cptlab.plan import Plan, base_measure_benchmarks, builds_base, datasets, eval_benchmarks
 from cptlab.provenance import SourceTree, write_if_changed

@@ -1,6 +1,6 @@
 # Every data set the config names, as canonical rows.
 
-DATA_JOB = "data/{benchmark}"
+DATA_JOB = LAYOUT.data_job("{benchmark}")
 
 
 

@@ -3,7 +3,7 @@
 # figures. Per chain rather than per (checkpoint, benchmark): each job loads the embedder once
 # and reads the base model once. Settings: the config's optional `drift` section.
 
-DRIFT_CHAIN_JOB = "drift/{method}/seed{seed}"
+DRIFT_CHAIN_JOB = LAYOUT.drift_chain_job("{method}", "{seed}")
 
 
 

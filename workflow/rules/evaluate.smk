@@ -3,8 +3,8 @@
 # checkpoint's job (its outputs change); the model load dominates it, not the benchmarks. The
 # base's evaluations are shared by every method and seed.
 
-EVAL_BASE_JOB = "evaluate/base"
-EVAL_STAGE_JOB = "evaluate/{method}/seed{seed}/stage{stage}"
+EVAL_BASE_JOB = LAYOUT.evaluate_job()
+EVAL_STAGE_JOB = LAYOUT.evaluate_job("{method}", "{seed}", "{stage}")
 
 
 rule evaluate_base:

@@ -1,6 +1,6 @@
 # One continual-learning stage: method x seed x stage k, starting from stage k-1 (or the base).
 
-TRAIN_JOB = "train/{method}/seed{seed}/stage{stage}_{domain}"
+TRAIN_JOB = LAYOUT.train_job("{method}", "{seed}", "{stage}", "{domain}")
 
 
 

@@ -44,3 +44,31 @@ def figures(args: argparse.Namespace) -> None:
     layout = Layout(args.results_dir)
     manifest = make_figures(load_config(args.config), layout, metrics)
     print(json.dumps({"files": len(manifest["files"]), "out_dir": str(layout.figures_dir)}))
+
+
+@command(
+    "watch",
+    "print what each running job of a workflow run is doing, every few seconds",
+    RESULTS_DIR,
+    arg("--every", type=float, default=30.0, help="seconds between two reports"),
+    arg("--stall-after", type=float, default=300.0, help="seconds without news: stalled"),
+)
+def watch(args: argparse.Namespace) -> None:
+    import sys
+    import time
+    from pathlib import Path
+
+    from cptlab.layout import Layout
+    from cptlab.progress import snapshot
+
+    layout, last, last_time = Layout(args.results_dir), None, 0.0
+    while True:
+        now = time.time()
+        lines = [p.line(now, args.stall_after) for p in snapshot(Path("."), layout, now)]
+        # A report when something changed, and at least every 4 intervals (so stalls show).
+        if lines and (lines != last or now - last_time >= 4 * args.every):
+            stamp = time.strftime("%H:%M:%S")
+            print("\n".join(f"progress {stamp}  {line}" for line in lines), file=sys.stderr)
+            sys.stderr.flush()
+            last, last_time = lines, now
+        time.sleep(args.every)
