@@ -127,6 +127,12 @@ def test_the_sandbox_never_holds_an_expected_value():
             assert expected not in program
 
 
+def test_a_helper_the_test_defines_runs_with_the_checks():
+    tests = ["def double(x):\n    return 2 * x\nassert double(add(1, 2)) == 6"]
+    assert score("python_unit_tests", HONEST, row(tests)).reward == 1.0
+    assert score("python_unit_tests", "def add(a, b):\n    return 0\n", row(tests)).reward == 0.0
+
+
 @pytest.mark.parametrize(
     "tests, reason",
     [

@@ -27,6 +27,7 @@ from __future__ import annotations
 import ast
 import builtins
 import copy
+import functools
 import importlib
 import math
 from dataclasses import dataclass
@@ -63,7 +64,14 @@ class SplitTest:
 
 
 def split_tests(tests: list[str]) -> tuple[list[str], list[SplitTest]]:
-    """(probe expressions in evaluation order, one SplitTest per test)."""
+    """(probe expressions in evaluation order, one SplitTest per test). A row's tests are split
+    once: every rollout of the row reuses the result."""
+    probes, split = _split(tuple(tests))
+    return list(probes), list(split)
+
+
+@functools.lru_cache(maxsize=4096)
+def _split(tests: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[SplitTest, ...]]:
     probes: list[str] = []
     split = []
     for test in tests:
@@ -81,7 +89,7 @@ def split_tests(tests: list[str]) -> tuple[list[str], list[SplitTest]]:
         ast.fix_missing_locations(replaced)
         code = compile(replaced, "<test>", "exec")
         split.append(SplitTest(test, tuple(range(first, len(probes))), code))
-    return probes, split
+    return tuple(probes), tuple(split)
 
 
 def _inline_check(module: ast.Module) -> ast.Module:
@@ -92,8 +100,8 @@ def _inline_check(module: ast.Module) -> ast.Module:
         for node in module.body
         if isinstance(node, ast.FunctionDef) and len(node.args.args) == 1
     }
-    body = []
-    for node in module.body:
+
+    def check_call(node: ast.stmt) -> ast.Call | None:
         call = node.value if isinstance(node, ast.Expr) else None
         if (
             isinstance(call, ast.Call)
@@ -103,11 +111,18 @@ def _inline_check(module: ast.Module) -> ast.Module:
             and isinstance(call.args[0], ast.Name)
             and not call.keywords
         ):
+            return call
+        return None
+
+    inlined = {call.func.id for node in module.body if (call := check_call(node))}
+    body = []
+    for node in module.body:
+        if (call := check_call(node)) is not None:
             function = defs[call.func.id]
             param, target = function.args.args[0].arg, call.args[0].id
             body += [_Rename(param, target).visit(copy.deepcopy(s)) for s in function.body]
-        elif not (isinstance(node, ast.FunctionDef) and node.name in defs):
-            body.append(node)
+        elif not (isinstance(node, ast.FunctionDef) and node.name in inlined):
+            body.append(node)  # a helper the test defines stays, and runs here
     return ast.Module(body=body, type_ignores=[])
 
 
