@@ -35,8 +35,8 @@ EXPECTED = {
     "sciknoweval_test": ("sciknoweval", "science", "id", "mcq_answer_tag"),
     "gpqa_diamond": ("gpqa_diamond/gpqa_diamond.csv", "science", "ood", "mcq_boxed_letter"),
     "toolalpaca_train": ("toolalpaca/train_data.json", "tool", "train", "react_tool"),
-    "toolalpaca_test": ("toolalpaca/train_data.json", "tool", "id", "react_tool"),
-    "bfcl_multiple": ("bfcl_multiple", "tool", "ood", "function_call_ast"),
+    "toolalpaca_test": ("toolalpaca/eval_simulated.json", "tool", "id", "react_tool"),
+    "bfcl_multiple": ("bfcl_multiple", "tool", "ood", "bfcl_ast"),
     "dolci_code_train": ("dolci_code", "code", "train", "python_unit_tests"),
     "dolci_code_test": ("dolci_code", "code", "id", "python_unit_tests"),
     "dolci_code_stdio_train": ("dolci_code", "code", "train", "stdio_tests"),
@@ -260,18 +260,47 @@ def test_aime_two_years_integer_answers() -> None:
 
 def test_sciknoweval_prompt_and_filters() -> None:
     rows = load("sciknoweval_train") + load("sciknoweval_test")
-    assert len(rows) == 4  # L2 row and true_or_false row excluded by the study's rule
+    assert len(rows) == 3  # Chemistry only: the Biology, L2 and true_or_false rows excluded
     assert paper.exclusions("sciknoweval_test") == {
+        "domain 'Biology' not in ['Chemistry']": 1,
         "level 'L2' not in ['L3']": 1,
         "type 'true_or_false' not in ['mcq-4-choices', 'mcq-2-choices']": 1,
     }
-    for row in rows:
-        system = system_text(row)
-        assert system == paper.SCIKNOWEVAL_SYSTEM
-        assert "<reasoning>" in system and "<answer>" in system
-        assert "A. " in user_text(row)
-    two = next(r for r in rows if len(r["metadata"]["options"]) == 2)
-    assert "(A, B)" in user_text(two) and "C. " not in user_text(two)
+    pooled = load("sciknoweval_train", domains=None) + load("sciknoweval_test", domains=None)
+    assert len(pooled) == 4
+    for row in pooled:
+        assert system_text(row) == paper.SCIKNOWEVAL_SYSTEM
+        assert "\nA: " in user_text(row) and user_text(row).endswith(
+            "\nPlease reason step by step."
+        )
+    two = next(r for r in pooled if len(r["metadata"]["options"]) == 2)
+    assert "\nB: " in user_text(two) and "\nC: " not in user_text(two)
+
+
+def test_sciknoweval_keeps_every_row_and_splits_each_domain_alone(tmp_path: Path) -> None:
+    raws = [{**_ske_raw(k), "domain": "Chemistry" if k < 30 else "Physics"} for k in range(50)]
+    raws += [dict(raws[0])]  # an exact duplicate stays, as in the study
+    path = _lines(tmp_path / "s.jsonl", raws)
+    options = {"path": path, "domains": ["Chemistry", "Physics"]}
+    test = load("sciknoweval_test", **options)
+    train = load("sciknoweval_train", **options)
+    assert len(test) + len(train) == 51
+    by_domain: dict[str, list[int]] = {"Chemistry": [], "Physics": []}
+    for row in test:
+        by_domain[row["metadata"]["science_domain"]].append(row["metadata"]["study_index"])
+    import datasets
+
+    for domain, size in (("Chemistry", 31), ("Physics", 20)):
+        table = datasets.Dataset.from_list([{"k": k} for k in range(size)])
+        assert by_domain[domain] == sorted(
+            table.train_test_split(test_size=0.1, seed=42)["test"]["k"]
+        )
+
+
+def test_sciknoweval_all_rows_excluded_is_an_error(tmp_path: Path) -> None:
+    path = _lines(tmp_path / "s.jsonl", [{**_ske_raw(k), "type": None} for k in range(3)])
+    with pytest.raises(RowError, match=r"all 3 raw rows were excluded \(type None not in"):
+        load("sciknoweval_test", path=path)
 
 
 def _ske_raw(k: int) -> dict:
@@ -326,7 +355,8 @@ def test_gpqa_shuffle_deterministic_and_answer_follows(tmp_path: Path) -> None:
         assert sorted(options) == sorted(
             [source["Correct Answer"]] + [source[f"Incorrect Answer {k}"] for k in (1, 2, 3)]
         )
-        assert "\\boxed{}" in user_text(row) and "(A) " in user_text(row)
+        assert user_text(row).startswith("Return your final response within \\boxed{}")
+        assert "\nOptions: A) " in user_text(row) and user_text(row).endswith("\nAnswer:")
         order = paper.gpqa_option_order(raw_id(row), 0)
         assert row["answer"] == "ABCD"[order.index(0)]
     reshuffled = load("gpqa_diamond", seed=0, option_seed=5)
@@ -336,10 +366,9 @@ def test_gpqa_shuffle_deterministic_and_answer_follows(tmp_path: Path) -> None:
     assert load("gpqa_diamond", seed=5) == reshuffled  # option_seed defaults to `seed`
 
 
-def test_toolalpaca_react_prompt_split_and_golden_answers() -> None:
-    train, test = load("toolalpaca_train"), load("toolalpaca_test")
-    assert (len(train), len(test)) == (3, 1)  # 4 usable instances, 10% held out
-    assert not {r["id"] for r in train} & {r["id"] for r in test}
+def test_toolalpaca_study_prompt_files_as_splits_and_golden_answers() -> None:
+    train = load("toolalpaca_train")
+    assert len(train) == 4  # every usable instance: the file is the split
     assert paper.exclusions("toolalpaca_train") == {
         "instance without reference calls (failed generation)": 1
     }
@@ -348,17 +377,24 @@ def test_toolalpaca_react_prompt_split_and_golden_answers() -> None:
         {"name": "getBreweryById", "arguments": {"id": "madtree-brewing-cincinnati"}},
         {"name": "searchBreweries", "arguments": {"query": "madtree", "per_page": 5}},
     ]
-    system = system_text(row)
-    for word in ("Thought:", "Action:", "Action Input:", "searchBreweries", "getDetails"):
-        assert word in system
-    assert user_text(row).startswith("Look up brewery")
-    # An eval file with Golden_Answers is a whole split: holdout=None.
-    golden = load("toolalpaca_test", path=str(FIXTURES / "toolalpaca/eval_simulated.json"),
-                  holdout=None)  # fmt: skip
+    assert system_text(row) is None  # the study puts everything in the user message
+    text = user_text(row)
+    assert text.startswith(paper.tool.TOOLALPACA_HEADER + "Name: Open Brewery DB\nDescription: ")
+    assert "Documentation:\nsearchBreweries: " in text and "getDetails" not in text
+    assert text.endswith("\nBegin!\nQuestion: Look up brewery 'madtree-brewing-cincinnati' "
+                         "and then search for 'madtree'.")  # fmt: skip
+    assert row["metadata"]["tools"] == ["searchBreweries", "getBreweryById"]
+    golden = load("toolalpaca_test")
     assert [json.loads(r["answer"])[0]["arguments"] for r in golden] == [
         {"city": "Paris", "units": "metric"},
         {"city": "Oslo", "days": 3},
     ]
+    # holdout= splits one file instead (10% held out, split seed 42).
+    held = load("toolalpaca_test", path=fixture("toolalpaca_train"), holdout=0.1)
+    kept = load("toolalpaca_train", path=fixture("toolalpaca_train"), holdout=0.1)
+    assert (len(kept), len(held)) == (3, 1) and not {r["id"] for r in kept} & {
+        r["id"] for r in held
+    }
 
 
 def test_toolalpaca_needs_a_path() -> None:
@@ -379,9 +415,7 @@ def test_bfcl_schemas_and_possible_answers() -> None:
         assert q["function"][0]["name"] in system_text(row)
         assert user_text(row) == q["question"][0][0]["content"]
     # The optional argument ("" among the allowed values) may be left out.
-    assert (
-        score("function_call_ast", "[calc_area_triangle(base=10, height=5)]", rows[0]).reward == 1
-    )
+    assert score("bfcl_ast", "[calc_area_triangle(base=10, height=5)]", rows[0]).reward == 1
 
 
 def test_dolci_subsets_tests_and_prompt() -> None:
@@ -646,3 +680,22 @@ def test_import_does_not_load_datasets() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert out.stdout.strip() == "True", out.stderr
+
+
+def test_prompts_pin_the_studys_text() -> None:
+    """The study's prompt strings, whole (data/format/prompts.py, data/format/gpqa.py), on a
+    fixture row each of the hub-only datasets it formats."""
+    aime = load("aime")[0]
+    assert user_text(aime) == (
+        "Find the number of positive divisors of $2024$.\n\n"
+        "Please reason step by step, and put your final answer within \\boxed{}."
+    )
+    gpqa = next(r for r in load("gpqa_diamond") if r["id"] == "gpqa_diamond-rec0AbCdEfGh1")
+    options = ", ".join(f"{'ABCD'[k]}) {o}" for k, o in enumerate(gpqa["metadata"]["options"]))
+    assert user_text(gpqa) == (
+        "Return your final response within \\boxed{} and only include the letter choice "
+        "(A, B, C, or D) as your final response.\n"
+        "Problem: A spin-1/2 particle is in the state (|up> + |down>)/sqrt(2). What is the "
+        f"expectation value of S_z?\nOptions: {options}\nAnswer:"
+    )
+    assert system_text(aime) is None and system_text(gpqa) is None

@@ -29,11 +29,21 @@ EXPECTED = {
     "mcq_letter",
     "react_tool",
     "function_call_ast",
+    "bfcl_ast",
     "boxed_exact",
     "zebra_grid",
     "python_unit_tests",
     "stdio_tests",
+    "study_math",
+    "study_mcq_answer_tag",
+    "study_gpqa",
+    "study_react_tool",
 }
+CALC_SCHEMA = {
+    "name": "calc",
+    "parameters": {"type": "dict", "properties": {"x": {"type": "integer"}}, "required": ["x"]},
+}
+A_SCHEMA = {"name": "a", "parameters": {"type": "dict", "properties": {"b": {"type": "integer"}}}}
 # Verifiers that do not start a sandboxed process, so random inputs are cheap.
 PURE = sorted(EXPECTED - {"python_unit_tests", "stdio_tests"})
 
@@ -217,10 +227,11 @@ def test_base_exceptions_are_not_swallowed(temp_verifier) -> None:
 @pytest.mark.parametrize("verifier", PURE)
 def test_adversarial_text_scores_zero_fast(verifier: str, completion: str) -> None:
     row = dict(ROW, answer='{"House 1": {"Name": "Alice"}}' if verifier == "zebra_grid" else "B")
-    if verifier in ("react_tool", "function_call_ast"):
+    if verifier in ("react_tool", "study_react_tool"):
+        row["answer"] = '[{"name": "calc", "arguments": {"x": 1}}]'
+    elif verifier in ("function_call_ast", "bfcl_ast"):
         row["answer"] = '[{"calc": {"x": [1]}}]'
-        if verifier == "react_tool":
-            row["answer"] = '[{"name": "calc", "arguments": {"x": 1}}]'
+        row["metadata"] = {"functions": [CALC_SCHEMA]}
     start = time.perf_counter()
     verdict = score(verifier, completion, row)
     assert time.perf_counter() - start < 2.0
@@ -249,11 +260,12 @@ def test_random_structured_text_never_crashes_a_verifier(text: str, verifier: st
     if verifier == "zebra_grid":
         row["answer"] = '{"House 1": {"Name": "a"}}'
         completion = '{"solution": ' + text
-    elif verifier == "react_tool":
+    elif verifier in ("react_tool", "study_react_tool"):
         row["answer"] = '[{"name": "a", "arguments": {"b": 1}}]'
         completion = "Action: a\nAction Input: " + text
-    elif verifier == "function_call_ast":
+    elif verifier in ("function_call_ast", "bfcl_ast"):
         row["answer"] = '[{"a": {"b": [1]}}]'
+        row["metadata"] = {"functions": [A_SCHEMA]}
         completion = "[a(" + text if text.startswith("b") else text
     verdict = score(verifier, completion, row)
     assert 0.0 <= verdict.reward <= 1.0

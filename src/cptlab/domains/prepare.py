@@ -12,19 +12,28 @@ from cptlab.rows import iter_jsonl_text
 
 def data_settings(config: Mapping, name: str) -> dict:
     """What preparing benchmark `name` reads of the config's `data` section: the data seed,
-    the size of its split (`data.sizes`; None: every row) and its loader options
-    (`data.options`; none by default)."""
+    the size of its split (`data.sizes`; None: every row), its loader options
+    (`data.options`; none by default) and the verifier of the reward set (`data.rewards`)."""
     data = config["data"]
+    benchmark = get_benchmark(name)
     return {
         "seed": data["seed"],
-        "size": (data.get("sizes") or {}).get(get_benchmark(name).split),
+        "size": (data.get("sizes") or {}).get(benchmark.split),
         "options": (data.get("options") or {}).get(name, {}),
+        "verifier": benchmark.verifier_for(data.get("rewards", "strict")),
     }
 
 
 def prepare_benchmark(config: Mapping, name: str, out: str | Path) -> int:
-    """Write benchmark `name` to `out` (atomically); returns the number of rows."""
+    """Write benchmark `name` to `out` (atomically); returns the number of rows.
+
+    A verifier other than the benchmark's own (the study's reward set) is written into each
+    row's metadata, so training and evaluation score the file's rows the same way.
+    """
     spec = data_settings(config, name)
     rows = load_benchmark(name, n=spec["size"], seed=spec["seed"], **spec["options"])
+    if spec["verifier"] != get_benchmark(name).verifier:
+        for row in rows:
+            row["metadata"]["verifier"] = spec["verifier"]
     atomic_write_text(out, iter_jsonl_text(rows))
     return len(rows)

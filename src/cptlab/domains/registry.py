@@ -10,6 +10,9 @@ from cptlab.rows import RowError, validate_row
 from cptlab.verifiers import VERIFIERS
 
 SPLITS = ("train", "id", "ood", "pretrain")
+# `data.rewards`: the project's verifiers (each benchmark's official rule), or the study's
+# published reward functions where it has one (cptlab.verifiers.study).
+REWARD_SETS = ("strict", "study")
 
 
 @dataclass(frozen=True)
@@ -20,7 +23,11 @@ class Benchmark:
     domain:      the domain it measures (math, science, tool, code, logic, knowledge).
     split:       "train" (RL training prompts), "id" / "ood" (evaluation), or "pretrain"
                  (the synthetic warm-up mixture of the embedded base model).
-    verifier:    name of a registered verifier (cptlab.verifiers.VERIFIERS).
+    verifier:    name of a registered verifier (cptlab.verifiers.VERIFIERS): the benchmark's
+                 official rule, used under `data.rewards: strict`.
+    study_verifier: the verifier that reproduces the study's reward function, used under
+                 `data.rewards: study`; None where the study published none (the official
+                 rule then serves both sets).
     loader:      called as loader(n=..., seed=..., **options) -> iterable of canonical rows;
                  a generator for synthetic data, a file/HF `datasets` reader for real data.
     description: one line for reports.
@@ -34,12 +41,22 @@ class Benchmark:
     loader: Callable[..., Iterable[dict]]
     description: str = ""
     defaults: dict[str, Any] = field(default_factory=dict)
+    study_verifier: str | None = None
 
     def __post_init__(self) -> None:
         if self.split not in SPLITS:
             raise ValueError(f"benchmark {self.name}: split {self.split!r} not in {SPLITS}")
-        if self.verifier not in VERIFIERS:
-            raise ValueError(f"benchmark {self.name}: unknown verifier {self.verifier!r}")
+        for verifier in (self.verifier, self.study_verifier):
+            if verifier is not None and verifier not in VERIFIERS:
+                raise ValueError(f"benchmark {self.name}: unknown verifier {verifier!r}")
+
+    def verifier_for(self, rewards: str) -> str:
+        """The verifier of reward set `rewards` ("strict" or "study")."""
+        if rewards not in REWARD_SETS:
+            raise ValueError(f"reward set {rewards!r} not in {REWARD_SETS}")
+        if rewards == "study" and self.study_verifier is not None:
+            return self.study_verifier
+        return self.verifier
 
 
 BENCHMARKS: dict[str, Benchmark] = {}

@@ -352,6 +352,13 @@ class _Run:
                 kept.append(i)
             else:
                 self.excluded[reason] += 1
+        if not kept and self.excluded:
+            # Every row excluded by a rule is a wrong source or filter, never an empty split.
+            reasons = "; ".join(f"{k}: {v}" for k, v in self.excluded.most_common(3))
+            raise RowError(
+                f"{self.name}: all {sum(self.excluded.values())} raw rows were excluded "
+                f"({reasons}); check the source's format and the loader options"
+            )
         return kept
 
     def convert(self, positions: list[int], convert: Convert) -> list[dict]:

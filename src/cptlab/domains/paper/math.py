@@ -215,7 +215,9 @@ def load_math500(
 
 ENTRIES = (
     Benchmark("dapo_math", "math", "train", "math_boxed", load_dapo_math,
-              "DAPO-Math-17k, deduplicated"),
-    Benchmark("aime", "math", "id", "math_boxed", load_aime, "AIME 2024 + 2025"),
-    Benchmark("math500", "math", "ood", "math_boxed", load_math500, "MATH-500"),
+              "DAPO-Math-17k, deduplicated", study_verifier="study_math"),
+    Benchmark("aime", "math", "id", "math_boxed", load_aime, "AIME 2024 + 2025",
+              study_verifier="study_math"),
+    Benchmark("math500", "math", "ood", "math_boxed", load_math500, "MATH-500",
+              study_verifier="study_math"),
 )  # fmt: skip

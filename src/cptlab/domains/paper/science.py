@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from cptlab.domains.paper.common import (
@@ -15,9 +16,7 @@ from cptlab.domains.paper.common import (
     _check_n,
     _Ctx,
     _digest,
-    _duplicate,
     _open,
-    _options_text,
     _prompt,
     _row,
     _Run,
@@ -43,11 +42,36 @@ SKE_DETAILS = "details"  # {"level", "task", "subtask"}
 SKE_LEVEL = "level"
 SKE_TYPES = ("mcq-4-choices", "mcq-2-choices")
 SKE_LEVELS = ("L3",)
-SCIKNOWEVAL_SYSTEM = (
-    "You will be given a multiple-choice science question. Think it through, then reply in "
-    "exactly this format:\n<reasoning>\n...\n</reasoning>\n<answer>\n...\n</answer>\n"
-    "Inside <answer> write only the letter of the correct option and nothing else."
-)
+# The study's science stage is SciKnowEval's Chemistry domain (its docs/DATA.md table).
+SKE_DOMAINS = ("Chemistry",)
+SKE_ALL_DOMAINS = ("biology", "chemistry", "material", "physics")
+# The study's prompt (Moenupa/SDPO-CL, data/format/sciknoweval.py: SYSTEM_PROMPT and format()).
+SCIKNOWEVAL_SYSTEM = """
+Given a question and four options, please select the right answer. Respond in the following format:
+<reasoning>
+...
+</reasoning>
+<answer>
+...
+</answer>
+
+For the answer, only output the letter corresponding to the correct option (A, B, C, or D), and nothing else. Do not restate the answer text. For example, if the answer is "A", just output:
+<answer>
+A
+</answer>
+"""  # noqa: E501
+SCIKNOWEVAL_SUFFIX = "\nPlease reason step by step."  # data/format/sciknoweval.py: format()
+
+# The study's prepared files (Moenupa/SDPO-CL datasets/sciknoweval/<domain>.json and its
+# <domain>/{train,test}.json split): rows already in the prompt format above,
+#   idx (position in the domain's filtered hub rows), kind "mcq", dataset "sciknoweval",
+#   system, prompt (user text), answer (letter), description, tests, elo, embedding.
+STUDY_KIND = "kind"
+STUDY_PROMPT = "prompt"
+STUDY_SYSTEM = "system"
+STUDY_ANSWER = "answer"
+STUDY_INDEX = "idx"
+
 
 # GPQA (Idavidrein/gpqa, config "gpqa_diamond", split "train"; also the CSV release):
 #   Question, Correct Answer, Incorrect Answer 1..3, Record ID, High-level domain, Subdomain.
@@ -59,10 +83,11 @@ GPQA_INCORRECT = ("Incorrect Answer 1", "Incorrect Answer 2", "Incorrect Answer 
 GPQA_ID = "Record ID"
 GPQA_DOMAIN = "High-level domain"
 GPQA_SUBDOMAIN = "Subdomain"
-GPQA_INSTRUCTION = (
-    "Answer the following multiple-choice question. Think step by step, then put only the "
-    "letter of the correct option inside \\boxed{}."
-)
+# The study's prompt (Moenupa/SDPO-CL, data/format/gpqa.py: PROMPT; options joined by ", ").
+GPQA_PROMPT = """Return your final response within \\boxed{{}} and only include the letter choice (A, B, C, or D) as your final response.
+Problem: {problem}
+Options: {options}
+Answer:"""  # noqa: E501
 
 
 def _ske_level(raw: dict) -> Any:
@@ -72,7 +97,8 @@ def _ske_level(raw: dict) -> Any:
     return raw.get(SKE_LEVEL)
 
 
-def _ske_options(raw: dict) -> tuple[list[str], str]:
+def _ske_options(raw: dict) -> tuple[list[str], list[str], str]:
+    """(option texts, their labels, the answer label), checked; texts are kept as published."""
     choices = raw.get(SKE_CHOICES)
     if not isinstance(choices, dict):
         raise _Bad("choices must be {'text': [...], 'label': [...]}")
@@ -81,12 +107,48 @@ def _ske_options(raw: dict) -> tuple[list[str], str]:
         raise _Bad("choices.text and choices.label must be lists of the same length")
     if len(texts) < 2:
         raise _Bad(f"{len(texts)} option(s); a multiple-choice question needs 2 or more")
-    options = [_text(t, f"option {k}") for k, t in enumerate(texts)]
+    for k, text in enumerate(texts):
+        _text(text, f"option {k}")
+    labels = [_text(label, f"label {k}") for k, label in enumerate(labels)]
+    if labels != list(LETTERS[: len(labels)]):
+        raise _Bad(f"labels {labels} are not A, B, ... in order")
     key = _text(raw.get(SKE_ANSWER), "answerKey")
-    labels = [str(label).strip() for label in labels]
     if key not in labels:
         raise _Bad(f"answerKey {key!r} is not one of the labels {labels}")
-    return options, LETTERS[labels.index(key)]
+    return [str(t) for t in texts], labels, key
+
+
+def sciknoweval_user_text(question: str, options: Sequence[str], labels: Sequence[str]) -> str:
+    """The study's user message: question, blank line, `A: text` lines, the instruction."""
+    lines = "\n".join(f"{label}: {text}" for label, text in zip(labels, options, strict=True))
+    return f"{question}\n\n{lines}{SCIKNOWEVAL_SUFFIX}"
+
+
+def study_options(user: str) -> list[str]:
+    """The option texts of a study-format user message (the `A: ...` lines after the question)."""
+    body = user.removesuffix(SCIKNOWEVAL_SUFFIX)
+    start = body.rfind("\n\nA: ")
+    if start < 0:
+        raise _Bad("prompt has no 'A: ' option line after a blank line")
+    rest, options = body[start + len("\n\nA: ") :], []
+    for letter in LETTERS[1:]:
+        cut = rest.find(f"\n{letter}: ")
+        if cut < 0:
+            break
+        options.append(rest[:cut])
+        rest = rest[cut + len(f"\n{letter}: ") :]
+    return [*options, rest]
+
+
+def is_study_file_row(raw: dict) -> bool:
+    """A row of the study's prepared files (its prompt format), not a raw hub row."""
+    return isinstance(raw.get(STUDY_PROMPT), str) and SKE_QUESTION not in raw
+
+
+def _study_domain(origin: str) -> str:
+    """The science domain of a study file, from its path (chemistry.json, chemistry/test.json)."""
+    parts = [Path(part).stem for part in Path(origin.lower()).parts]
+    return next((p for p in reversed(parts) if p in SKE_ALL_DOMAINS), _slug(parts[-1]))
 
 
 def _load_sciknoweval(
@@ -98,70 +160,109 @@ def _load_sciknoweval(
     *,
     levels: Sequence[str] = SKE_LEVELS,
     types: Sequence[str] = SKE_TYPES,
-    domains: Sequence[str] | None = None,
-    test_fraction: float = TEST_FRACTION,
+    domains: Sequence[str] | None = SKE_DOMAINS,
+    holdout: float | None = TEST_FRACTION,
     split_seed: int = SPLIT_SEED,
     strict: bool = True,
     **hub: Any,
 ) -> list[dict]:
+    """SciKnowEval as the study prepares it: filter the hub rows by domain, level and type,
+    then split each domain on its own (`holdout`, `split_seed`; no de-duplication first, as
+    in the study). `path` may also be the study's prepared files: each file is one domain,
+    already filtered and formatted (its `<domain>.json`, split here; or its `train.json` /
+    `test.json` with ``holdout=None``)."""
     _check_n(n)
     source = _open(name, path, SCIKNOWEVAL_HUB, **{"hub_split": "test", **hub})
     run = _Run(name, source, strict)
-    wanted_domains = {d.lower() for d in domains} if domains else None
-    seen: dict[str, str] = {}
+    wanted = set(domains) if domains else None
+    # Every kept raw row's (domain, index within its domain), the study's `idx`.
+    group_of: dict[int, tuple[str, int]] = {}
+    counts: dict[str, int] = {}
 
     def keep(raw: dict) -> str | None:
+        if is_study_file_row(raw):
+            return None
         if raw.get(SKE_TYPE) not in types:
             return f"type {raw.get(SKE_TYPE)!r} not in {list(types)}"
         if _ske_level(raw) not in levels:
             return f"level {_ske_level(raw)!r} not in {list(levels)}"
-        if (
-            wanted_domains is not None
-            and str(raw.get(SKE_DOMAIN, "")).lower() not in wanted_domains
-        ):
-            return f"domain {raw.get(SKE_DOMAIN)!r} not in {sorted(wanted_domains)}"
-        # Exact duplicates would leak between the train and test parts: keep the first.
-        question = _text(raw.get(SKE_QUESTION), "question")
-        options, answer = _ske_options(raw)
-        return _duplicate(seen, _digest(question, *options), answer, "question")
+        if wanted is not None and raw.get(SKE_DOMAIN) not in wanted:
+            return f"domain {raw.get(SKE_DOMAIN)!r} not in {sorted(wanted)}"
+        _text(raw.get(SKE_QUESTION), "question")
+        _ske_options(raw)
+        return None
 
     def convert(raw: dict, ctx: _Ctx) -> dict:
-        question = _text(raw.get(SKE_QUESTION), "question")
-        options, answer = _ske_options(raw)
-        letters = ", ".join(LETTERS[: len(options)])
-        user = f"{question}\n\n{_options_text(options)}\n\nAnswer with one letter ({letters})."
-        details = raw.get(SKE_DETAILS) if isinstance(raw.get(SKE_DETAILS), dict) else {}
-        meta = {
-            "options": options,
-            "source_index": ctx.index,
-            "type": raw.get(SKE_TYPE),
-            "level": _ske_level(raw),
-            "science_domain": raw.get(SKE_DOMAIN),
-            "task": details.get("task"),
-            "subtask": details.get("subtask"),
-        }
-        meta = {k: v for k, v in meta.items() if v is not None}
-        key = _digest(question, *options)
-        return _row(name, "science", key, _prompt(SCIKNOWEVAL_SYSTEM, user), answer, meta)
+        domain, index = group_of[ctx.index]
+        if is_study_file_row(raw):
+            system = _text(raw.get(STUDY_SYSTEM), "system")
+            user = _text(raw.get(STUDY_PROMPT), "prompt")
+            answer = _text(raw.get(STUDY_ANSWER), "answer")
+            options = study_options(user)
+            if answer not in LETTERS[: len(options)]:
+                raise _Bad(f"answer {answer!r} is not one of the {len(options)} option letters")
+            system, user = raw[STUDY_SYSTEM], raw[STUDY_PROMPT]  # as published, unstripped
+            meta = {"options": options, "source_index": ctx.index, "science_domain": domain}
+        else:
+            options, labels, answer = _ske_options(raw)
+            system = SCIKNOWEVAL_SYSTEM
+            user = sciknoweval_user_text(str(raw[SKE_QUESTION]), options, labels)
+            details = raw.get(SKE_DETAILS) if isinstance(raw.get(SKE_DETAILS), dict) else {}
+            meta = {
+                "options": options,
+                "source_index": ctx.index,
+                "type": raw.get(SKE_TYPE),
+                "level": _ske_level(raw),
+                "science_domain": raw.get(SKE_DOMAIN),
+                "task": details.get("task"),
+                "subtask": details.get("subtask"),
+            }
+            meta = {k: v for k, v in meta.items() if v is not None}
+        meta["study_index"] = index
+        key = f"{_slug(domain.lower())}-{index}"
+        return _row(name, "science", key, _prompt(system, user), answer, meta)
 
     positions = run.filter(
-        keep, (SKE_TYPE, SKE_DETAILS, SKE_LEVEL, SKE_DOMAIN, SKE_QUESTION, SKE_CHOICES, SKE_ANSWER)
-    )
-    positions = holdout_split(positions, part, test_fraction, split_seed)
+        keep,
+        (SKE_TYPE, SKE_DETAILS, SKE_LEVEL, SKE_DOMAIN, SKE_QUESTION, SKE_CHOICES, SKE_ANSWER,
+         STUDY_PROMPT, STUDY_SYSTEM, STUDY_ANSWER, STUDY_INDEX),
+    )  # fmt: skip
+    # Group by domain (a raw row's field, a study file's path), in source order.
+    groups: dict[str, list[int]] = {}
+    for i in positions:
+        raw = source.row(i)
+        if is_study_file_row(raw):
+            domain = _study_domain(source.locate(i)[0].origin)
+            index = raw.get(STUDY_INDEX)
+            if isinstance(index, bool) or not isinstance(index, int):
+                index = counts.get(domain, 0)
+        else:
+            domain = str(raw.get(SKE_DOMAIN) or "unknown")
+            index = counts.get(domain, 0)
+        counts[domain] = counts.get(domain, 0) + 1
+        group_of[i] = (domain, index)
+        groups.setdefault(domain, []).append(i)
+    if holdout is not None:
+        chosen = {
+            i
+            for members in groups.values()
+            for i in holdout_split(members, part, holdout, split_seed)
+        }
+        positions = [i for i in positions if i in chosen]
     return run.finish(positions, n, seed, convert)
 
 
 def load_sciknoweval_train(
     n: int | None = None, seed: int = 0, path: PathSpec = None, **options: Any
 ) -> list[dict]:
-    """SciKnowEval L3 2-/4-choice MCQ, the 90% training part (split seed 42)."""
+    """SciKnowEval L3 2-/4-choice MCQ (Chemistry), the 90% training part of each domain."""
     return _load_sciknoweval("sciknoweval_train", "train", n, seed, path, **options)
 
 
 def load_sciknoweval_test(
     n: int | None = None, seed: int = 0, path: PathSpec = None, **options: Any
 ) -> list[dict]:
-    """SciKnowEval L3 2-/4-choice MCQ, the 10% held-out part (split seed 42)."""
+    """SciKnowEval L3 2-/4-choice MCQ (Chemistry), the 10% held-out part of each domain."""
     return _load_sciknoweval("sciknoweval_test", "test", n, seed, path, **options)
 
 
@@ -202,7 +303,8 @@ def load_gpqa_diamond(
         order = gpqa_option_order(key, shuffle_seed)
         options = [choices[k] for k in order]
         answer = LETTERS[order.index(0)]
-        user = f"{GPQA_INSTRUCTION}\n\n{question}\n\n{_options_text(options, '({letter}) {text}')}"
+        listed = ", ".join(f"{LETTERS[k]}) {text}" for k, text in enumerate(options))
+        user = GPQA_PROMPT.format(problem=raw[GPQA_QUESTION], options=listed)
         meta = {
             "options": options,
             "option_seed": shuffle_seed,
@@ -218,9 +320,11 @@ def load_gpqa_diamond(
 
 ENTRIES = (
     Benchmark("sciknoweval_train", "science", "train", "mcq_answer_tag", load_sciknoweval_train,
-              "SciKnowEval L3 2/4-choice MCQ, 90% split part (seed 42)"),
+              "SciKnowEval L3 2/4-choice MCQ (Chemistry), 90% of each domain (seed 42)",
+              study_verifier="study_mcq_answer_tag"),
     Benchmark("sciknoweval_test", "science", "id", "mcq_answer_tag", load_sciknoweval_test,
-              "SciKnowEval L3 2/4-choice MCQ, 10% held out (seed 42)"),
+              "SciKnowEval L3 2/4-choice MCQ (Chemistry), 10% of each domain held out",
+              study_verifier="study_mcq_answer_tag"),
     Benchmark("gpqa_diamond", "science", "ood", "mcq_boxed_letter", load_gpqa_diamond,
-              "GPQA-Diamond, options shuffled per seed"),
+              "GPQA-Diamond, options shuffled per seed", study_verifier="study_gpqa"),
 )  # fmt: skip

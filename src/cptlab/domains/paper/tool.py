@@ -9,14 +9,12 @@ from typing import Any
 
 from cptlab.domains.paper.common import (
     SPLIT_SEED,
-    TEST_FRACTION,
     PathSpec,
     _Bad,
     _check_hub_options,
     _check_n,
     _Ctx,
     _drop_none,
-    _first,
     _json_value,
     _looks_local,
     _open,
@@ -40,34 +38,50 @@ from cptlab.domains.registry import Benchmark
 #   Golden_Answers [[{"Action", "Action_Input"}], ...] (eval files, one list per instruction).
 # An instance without intermediate steps is a failed generation ({"error": ...}): excluded.
 TOOLALPACA_NAME = "Name"
-TOOLALPACA_DESCRIPTION = ("Description", "Introduction")
+TOOLALPACA_DESCRIPTION = "Description"
 TOOLALPACA_FUNCTIONS = "Function_Description"
 TOOLALPACA_NLDOC = "NLDocumentation"
 TOOLALPACA_INSTRUCTIONS = "Instructions"
 TOOLALPACA_INSTANCES = "Instances"
 TOOLALPACA_GOLDEN = "Golden_Answers"
 TOOLALPACA_STEPS = "intermediate_steps"
-# ToolAlpaca's agent always offers this tool to ask the user for missing information.
-TOOLALPACA_GET_DETAILS = (
-    "getDetails",
-    'Ask the user for details that are missing. Input: {"Question": "<what to ask>"}',
+# The study's prompt: one user message, no system prompt (Moenupa/SDPO-CL,
+# datasets/tooluse/test.json: no script in its repository builds it; each of its 68 rows is
+# this template filled with the API's Name, Description and NLDocumentation, verbatim).
+TOOLALPACA_HEADER = (
+    "Your task is to answer the user's question using available tools. \n"
+    "You have access to the following tools:\n"
 )
-TOOLALPACA_SYSTEM = """You can use the tools of the API "{api}" to help the user.
-{description}
+TOOLALPACA_FORMAT = (
+    "\nUse the following format:\n"
+    "Thought: you should always think about what to do\n"
+    "Action: the action to take, should be one of the tool names.\n"
+    "Action Input: the input to the action, must be in JSON format. All of the action input "
+    "must be realistic and from the user.\n\n"
+    "Begin!\n"
+    "Question: "
+)
+# The study's test set keeps an instance only if its golden answer has no `$`: that drops the
+# `${id from searchX}` placeholders (32 of eval_simulated.json's 100 instances).
+TOOLALPACA_PLACEHOLDER = "$"
+# The study's prepared files (datasets/tooluse/{train,test}.json), JSON lines:
+#   prompt (the user message above), description, idx, dataset "tooluse", system null,
+#   answer (json.dumps of the golden [{"Action", "Action_Input" (a JSON string)}]), kind, elo.
+STUDY_KIND = "kind"
+STUDY_PROMPT = "prompt"
+STUDY_ANSWER = "answer"
+STUDY_INDEX = "idx"
+_STUDY_API_NAME = re.compile(r"\nName: (.*)\n")
 
-Tools:
-{tools}
 
-Use this format:
-Thought: reason about what to do next
-Action: the tool to call, one of [{names}]
-Action Input: the tool's input, one JSON object
-... (repeat Thought / Action / Action Input for every call that is needed)
-Thought: I have made every call that is needed
-Final Answer: a short answer for the user
+def toolalpaca_prompt(api: dict, instruction: str) -> str:
+    """The study's user message for one instruction of one API."""
+    return (
+        f"{TOOLALPACA_HEADER}Name: {api[TOOLALPACA_NAME]}\n"
+        f"Description: {api.get(TOOLALPACA_DESCRIPTION, '')}\n"
+        f"Documentation:\n{api.get(TOOLALPACA_NLDOC, '')}{TOOLALPACA_FORMAT}{instruction}"
+    )
 
-You will not see the tools' outputs: write all the calls the request needs, with complete \
-inputs, then the Final Answer."""
 
 # BFCL v4 (github.com/ShishirPatil/gorilla, berkeley-function-call-leaderboard/bfcl_eval/data;
 # also the hub repo gorilla-llm/Berkeley-Function-Calling-Leaderboard). Two JSONL files
@@ -95,8 +109,14 @@ BFCL_SYSTEM = (
 )
 
 
+def is_study_file_row(raw: dict) -> bool:
+    """A row of the study's prepared files (its prompt format), not a raw API entry."""
+    return isinstance(raw.get(STUDY_PROMPT), str) and TOOLALPACA_NAME not in raw
+
+
 def _toolalpaca_items(dataset: str, source: _Source, run: _Run) -> _Source:
-    """One item per (API, instance) with its reference calls; failed instances excluded."""
+    """One item per (API, instance) with its reference calls: the study's prepared rows as
+    they are; in raw files, failed instances and `$` placeholders excluded (counted)."""
     items: list[dict] = []
     wheres: list[str] = []
     for i, api in source.iter_rows():
@@ -104,6 +124,13 @@ def _toolalpaca_items(dataset: str, source: _Source, run: _Run) -> _Source:
             run.fail(i, str(api))
             continue
         where = source.where(i)
+        if is_study_file_row(api):
+            found = _STUDY_API_NAME.search(api[STUDY_PROMPT])
+            index = api.get(STUDY_INDEX, i)
+            items.append({"study": api, "api_name": found.group(1) if found else "study",
+                          "instance_index": index, "api_index": i})  # fmt: skip
+            wheres.append(where)
+            continue
         try:
             api_name = _text(api.get(TOOLALPACA_NAME), "API Name")
             instances = api.get(TOOLALPACA_INSTANCES) or []
@@ -124,6 +151,9 @@ def _toolalpaca_items(dataset: str, source: _Source, run: _Run) -> _Source:
                 reference = instance.get(TOOLALPACA_STEPS)
             if not reference:
                 run.excluded["instance without reference calls (failed generation)"] += 1
+                continue
+            if TOOLALPACA_PLACEHOLDER in json.dumps(reference):
+                run.excluded["reference calls with a `$` placeholder (the study's rule)"] += 1
                 continue
             instruction = instance.get("input") if isinstance(instance, dict) else None
             if instruction is None and k < len(instructions):
@@ -167,18 +197,15 @@ def _toolalpaca_calls(reference: Any) -> list[dict]:
     return calls
 
 
-def _toolalpaca_tools(api: dict) -> list[tuple[str, str]]:
+def _documented_tools(api: dict) -> list[str]:
+    """The tool names of an API's Function_Description (its `components` entry is schema
+    text, not a tool)."""
     functions = api.get(TOOLALPACA_FUNCTIONS)
     if isinstance(functions, str):
         functions = _json_value(functions, TOOLALPACA_FUNCTIONS)
-    tools: list[tuple[str, str]] = []
-    if isinstance(functions, dict):
-        tools = [(str(k), str(v).strip()) for k, v in functions.items() if v is not None]
-    if not tools:
-        raise _Bad("no Function_Description (tool documentation)")
-    if TOOLALPACA_GET_DETAILS[0] not in dict(tools):
-        tools.append(TOOLALPACA_GET_DETAILS)
-    return tools
+    if not isinstance(functions, dict):
+        return []
+    return [str(k) for k, v in functions.items() if v is not None and k != "components"]
 
 
 def _load_toolalpaca(
@@ -188,11 +215,14 @@ def _load_toolalpaca(
     seed: int,
     path: PathSpec,
     *,
-    holdout: float | None = TEST_FRACTION,
+    holdout: float | None = None,
     split_seed: int = SPLIT_SEED,
     strict: bool = True,
     **hub: Any,
 ) -> list[dict]:
+    """ToolAlpaca as the study uses it: each file is a split (train_data.json for training,
+    eval_simulated.json for the test set; ``holdout=0.1`` splits one file instead), in the
+    study's prompt; `path` may also be the study's prepared files."""
     _check_n(n)
     if path is None:
         raise ValueError(
@@ -205,30 +235,31 @@ def _load_toolalpaca(
     run.source = items
 
     def convert(item: dict, ctx: _Ctx) -> dict:
-        api = _drop_none(item["api"]) if raw_source.segments[0].arrow else item["api"]
-        instruction = _text(item["instruction"], "instruction (instance input)")
-        calls = _toolalpaca_calls(item["reference"])
-        tools = _toolalpaca_tools(api)
-        names = [t for t, _ in tools]
-        unknown = sorted({c["name"] for c in calls} - set(names))
-        if unknown:
-            raise _Bad(f"reference calls undocumented tool(s) {unknown}")
-        description = _first(api, TOOLALPACA_DESCRIPTION) or ""
-        system = TOOLALPACA_SYSTEM.format(
-            api=item["api_name"],
-            description=str(description).strip(),
-            tools="\n".join(f"- {t}: {doc}" for t, doc in tools),
-            names=", ".join(names),
-        )
-        key = f"{_slug(item['api_name'])}-{item['instance_index']}"
+        if "study" in item:
+            study = item["study"]
+            calls = _toolalpaca_calls(_json_value(study.get(STUDY_ANSWER), "answer"))
+            _text(study[STUDY_PROMPT], "prompt")
+            prompt, tools = study[STUDY_PROMPT], None  # as published, unstripped
+            key = f"study-{item['instance_index']}"
+        else:
+            api = _drop_none(item["api"]) if raw_source.segments[0].arrow else item["api"]
+            _text(item["instruction"], "instruction (instance input)")
+            calls = _toolalpaca_calls(item["reference"])
+            # The instruction goes in as published: some carry a leading space.
+            prompt = toolalpaca_prompt(api, str(item["instruction"]))
+            tools = _documented_tools(api)
+            key = f"{_slug(item['api_name'])}-{item['instance_index']}"
         meta = {
             "api": item["api_name"],
-            "tools": names,
             "source_index": item["api_index"],
             "instance_index": item["instance_index"],
         }
+        if tools is not None:
+            meta["tools"] = tools
+            # The study keeps references that call a tool the prompt does not show (getDetails).
+            meta["undocumented_calls"] = sorted({c["name"] for c in calls} - set(tools))
         answer = json.dumps(calls, ensure_ascii=False, sort_keys=True)
-        return _row(name, "tool", key, _prompt(system, instruction), answer, meta)
+        return _row(name, "tool", key, _prompt(None, prompt), answer, meta)
 
     positions = list(range(len(items)))
     if holdout is not None:
@@ -239,14 +270,14 @@ def _load_toolalpaca(
 def load_toolalpaca_train(
     n: int | None = None, seed: int = 0, path: PathSpec = None, **options: Any
 ) -> list[dict]:
-    """ToolAlpaca instances, the training part (90%, split seed 42; holdout=None: all)."""
+    """ToolAlpaca instances for training (a whole file, or the 90% of `holdout`)."""
     return _load_toolalpaca("toolalpaca_train", "train", n, seed, path, **options)
 
 
 def load_toolalpaca_test(
     n: int | None = None, seed: int = 0, path: PathSpec = None, **options: Any
 ) -> list[dict]:
-    """ToolAlpaca instances, the held-out part (10%, split seed 42; holdout=None: all)."""
+    """ToolAlpaca instances for testing (a whole file, or the 10% of `holdout`)."""
     return _load_toolalpaca("toolalpaca_test", "test", n, seed, path, **options)
 
 
@@ -372,9 +403,9 @@ def load_bfcl_multiple(
 
 ENTRIES = (
     Benchmark("toolalpaca_train", "tool", "train", "react_tool", load_toolalpaca_train,
-              "ToolAlpaca, train"),
+              "ToolAlpaca, train", study_verifier="study_react_tool"),
     Benchmark("toolalpaca_test", "tool", "id", "react_tool", load_toolalpaca_test,
-              "ToolAlpaca, held out"),
-    Benchmark("bfcl_multiple", "tool", "ood", "function_call_ast", load_bfcl_multiple,
-              "BFCL v4 'multiple' category, AST match"),
+              "ToolAlpaca, held out", study_verifier="study_react_tool"),
+    Benchmark("bfcl_multiple", "tool", "ood", "bfcl_ast", load_bfcl_multiple,
+              "BFCL v4 'multiple' category, the official AST checker"),
 )  # fmt: skip

@@ -1,0 +1,113 @@
+"""The study's reward functions (`data.rewards: study`) on constructed cases.
+
+Each case states the decision of the study's reward function (Moenupa/SDPO-CL,
+verl/utils/reward_score/feedback/<file>.py), as read from its code, next to the strict
+verifier's where they differ. The real-row checks are in test_study_conformance.py.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cptlab.verifiers import score
+from cptlab.verifiers.study import STUDY_MATH_FORMAT_FEEDBACK, study_boxed, study_gpqa_letter
+
+
+def both(study: str, strict: str, completion: str, row: dict) -> tuple[float, float]:
+    return score(study, completion, row).reward, score(strict, completion, row).reward
+
+
+MATH = [  # (completion, reference, study reward, strict reward)
+    ("So \\boxed{\\frac{1}{2}}.", "\\frac{1}{2}", 1.0, 1.0),
+    ("So \\boxed{0.5}", "\\frac{1}{2}", 1.0, 1.0),  # math-verify: equal numbers
+    ("So \\boxed{\\dfrac{1}{2}}", "\\frac{1}{2}", 0.0, 1.0),  # bare LaTeX does not parse there
+    ("So \\boxed{\\frac12}", "\\frac{1}{2}", 0.0, 1.0),
+    ("\\boxed{34}" + " and then a long coda." * 5, "34", 0.0, 1.0),  # box not in the last 100
+    ("\\boxed {34}", "34", 0.0, 1.0),  # a space before the brace
+    ("\\boxed{34} or maybe \\boxed{35}", "34", 0.0, 0.0),  # the last box counts, in both
+    ("\\boxed{034}", "34", 1.0, 1.0),
+]
+
+
+@pytest.mark.parametrize(("completion", "reference", "study", "strict"), MATH)
+def test_study_math(completion: str, reference: str, study: float, strict: float) -> None:
+    row = {"answer": reference, "metadata": {}}
+    assert both("study_math", "math_boxed", completion, row) == (study, strict)
+
+
+def test_study_math_box_and_feedback() -> None:
+    assert study_boxed("x \\boxed{a{b}c} y") == "a{b}c"
+    assert study_boxed("x \\boxed{a{b") == ""
+    assert study_boxed("no box") is None
+    verdict = score("study_math", "no box at all", {"answer": "1", "metadata": {}})
+    assert (verdict.reward, verdict.feedback) == (0.0, STUDY_MATH_FORMAT_FEEDBACK)
+    assert verdict.reason == "no \\boxed{} in the last 100 characters"
+    assert score("study_math", "\\boxed{2}", {"answer": "1", "metadata": {}}).feedback == ""
+
+
+GPQA = [  # (completion, study reward, strict reward) for answer "B"
+    ("The answer is \\boxed{B}", 1.0, 1.0),
+    ("B", 1.0, 1.0),
+    ("\\boxed{B}, not a single other option", 0.0, 1.0),  # upper-cased "a" is a standalone A
+    ("b.", 1.0, 0.0),  # the study upper-cases the completion
+    ("\\boxed{B} is my final answer (after ruling out D)", 0.0, 1.0),  # the last letter counts
+]
+
+
+@pytest.mark.parametrize(("completion", "study", "strict"), GPQA)
+def test_study_gpqa(completion: str, study: float, strict: float) -> None:
+    row = {"answer": "B", "metadata": {"options": ["w", "x", "y", "z"]}}
+    assert both("study_gpqa", "mcq_boxed_letter", completion, row) == (study, strict)
+
+
+def test_study_gpqa_letter() -> None:
+    assert study_gpqa_letter("I pick C.") == "C"
+    assert study_gpqa_letter("  none  ") == "NONE"[:0] or study_gpqa_letter("  none  ") == "none"
+
+
+def react(calls: list[tuple[str, str]]) -> str:
+    steps = [f"Thought: call it\nAction: {name}\nAction Input: {inputs}" for name, inputs in calls]
+    return "\n".join(steps) + "\nThought: done\nFinal Answer: done"
+
+
+TOOL_ROW = {
+    "answer": json.dumps([
+        {"name": "search", "arguments": {"q": "dogs"}},
+        {"name": "details", "arguments": {"id": 3}},
+    ]),
+    "metadata": {},
+}  # fmt: skip
+TOOL = [  # (calls, study reward, strict reward)
+    ([("search", '{"q": "dogs"}'), ("details", '{"id": 3}')], 1.0, 1.0),
+    ([("details", '{"id": 3}'), ("search", '{"q": "dogs"}')], 1.0, 1.0),  # order is free
+    ([("search", '{"q": "dogs", "id": 3}'), ("details", "{}")], 1.0, 1.0),  # inputs merged
+    ([("search", '{"q": "cats"}'), ("details", '{"id": 3}')], 0.0, 0.0),
+    ([("search", '{"q": "dogs"}')], 0.0, 0.0),  # a call missing
+    ([("search", '{"q": "dogs"}'), ("details", '{"id": 3}'), ("search", "{}")], 0.0, 0.0),
+    ([("search", '{"q": "dogs"}'), ("details", '{"id": 3, "x": {"y": 1}}')], 0.0, 0.0),
+    ([("search", '{"q": "dogs"}'), ("details", '{"id": 3} trailing')], 1.0, 1.0),
+    ([("search", '{"q": "dogs"}'), ("details", '{"id": 3')], 0.0, 0.0),  # input not JSON
+]
+
+
+@pytest.mark.parametrize(("calls", "study", "strict"), TOOL)
+def test_study_react_tool(calls: list, study: float, strict: float) -> None:
+    assert both("study_react_tool", "react_tool", react(calls), TOOL_ROW) == (study, strict)
+
+
+def test_study_react_tool_nested_reference_input() -> None:
+    """A nested JSON input never parses under the study's rule (its regex stops at the first
+    closing brace), so a row whose reference input is nested can never score 1 there."""
+    row = {"answer": json.dumps([{"name": "f", "arguments": {"a": {"b": 1}}}]), "metadata": {}}
+    completion = react([("f", '{"a": {"b": 1}}')])
+    assert both("study_react_tool", "react_tool", completion, row) == (0.0, 1.0)
+
+
+def test_study_react_tool_feedback_is_the_studys() -> None:
+    verdict = score("study_react_tool", react([("search", '{"q": "cats"}')]), TOOL_ROW)
+    assert verdict.feedback == (
+        "Actions mismatch: predicted ['search'], expected ['search', 'details']; "
+        "Action inputs mismatch: predicted {'q': 'cats'}, expected {'q': 'dogs', 'id': 3}"
+    )
