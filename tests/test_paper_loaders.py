@@ -21,6 +21,7 @@ import pytest
 
 import cptlab.domains.paper as paper
 from cptlab.domains.registry import get_benchmark, load_benchmark
+from cptlab.evaluation.scoring import verifier_for
 from cptlab.rows import RowError, validate_row
 from cptlab.verifiers import score
 
@@ -56,14 +57,12 @@ SOLUTIONS = {
     "stdio-sum-5": "a, b = map(int, input().split())\nprint(a + b)\n",
     "abc390_a": "a, b = map(int, input().split())\nprint(a + b)\n",
     "2063A": "input()\nprint(max(map(int, input().split())))\n",
+    # The study's prompt shows the method's signature without `self`: a top-level function.
     "3781": (
-        "import json\nimport sys\nfrom typing import List\n\n\nclass Solution:\n"
-        "    def twoSum(self, nums: List[int], target: int) -> List[int]:\n"
-        "        seen = {}\n        for i, x in enumerate(nums):\n"
-        "            if target - x in seen:\n                return [seen[target - x], i]\n"
-        "            seen[x] = i\n        return []\n\n\n"
-        "args = [json.loads(line) for line in sys.stdin.read().splitlines() if line.strip()]\n"
-        "print(json.dumps(Solution().twoSum(*args)))\n"
+        "def twoSum(nums: List[int], target: int) -> List[int]:\n"
+        "    seen = {}\n    for i, x in enumerate(nums):\n"
+        "        if target - x in seen:\n            return [seen[target - x], i]\n"
+        "        seen[x] = i\n    return []\n"
     ),
 }
 
@@ -204,8 +203,8 @@ def test_rows_valid_unique_and_stable(name: str) -> None:
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_reference_scores_one_and_wrong_scores_zero(name: str) -> None:
-    verifier = get_benchmark(name).verifier
     for row in load(name):
+        verifier = verifier_for(row)  # LiveCodeBench's functional rows carry their own
         good = score(verifier, correct_completion(row), row)
         assert good.reward == 1.0, (row["id"], good)
         bad = score(verifier, wrong_completion(row), row)
@@ -424,21 +423,44 @@ def test_dolci_subsets_tests_and_prompt() -> None:
     even = next(r for r in rows if raw_id(r) == "code-even-2")
     assert even["metadata"]["tests"][0] == "assert is_even(2) is True"  # from a JSON string
     assert all(not user_text(r).lower().startswith("user:") for r in rows)
-    assert all(user_text(r).endswith(paper.CODE_UNIT_INSTRUCTION) for r in rows)
+    assert user_text(even).startswith(paper.CODE_PROMPT.split("{problem}")[0])
+    assert all(user_text(r).startswith("You are a coding expert.") for r in rows)
     stdio = load("dolci_code_stdio_train") + load("dolci_code_stdio_test")
     packed = next(r for r in stdio if raw_id(r) == "stdio-sum-5")
     assert packed["metadata"]["tests"][0] == {"input": "1 2\n", "output": "3\n"}  # base64/zlib
     assert all(r["metadata"]["test_format"] == "stdio" for r in stdio)
 
 
-def test_livecodebench_tests_functional_and_date_window() -> None:
+DRIVER_3781 = (
+    "import json\nimport sys\nfrom typing import List\n\n\nclass Solution:\n"
+    "    def twoSum(self, nums: List[int], target: int) -> List[int]:\n"
+    "        seen = {}\n        for i, x in enumerate(nums):\n"
+    "            if target - x in seen:\n                return [seen[target - x], i]\n"
+    "            seen[x] = i\n        return []\n\n\n"
+    "args = [json.loads(line) for line in sys.stdin.read().splitlines() if line.strip()]\n"
+    "print(json.dumps(Solution().twoSum(*args)))\n"
+)
+
+
+def test_livecodebench_study_prompt_private_tests_and_date_window() -> None:
     rows = {raw_id(r): r for r in load("livecodebench")}
-    assert rows["abc390_a"]["metadata"]["tests"][1] == {"input": "10 20\n", "output": "30\n"}
-    assert "standard input" in user_text(rows["abc390_a"])
-    assert system_text(rows["abc390_a"]) == paper.LCB_SYSTEM
+    stdin = rows["abc390_a"]
+    assert stdin["metadata"]["tests"][0] == {"input": "10 20\n", "output": "30\n"}  # private
+    assert system_text(stdin) is None
+    assert user_text(stdin) == paper.code.CODE_PROMPT.format(
+        problem="You are given two integers A and B. Print A + B.\n\nInput\n\nA B\n\nOutput\n\n"
+        "Print the answer."
+    )
     functional = rows["3781"]
-    assert functional["metadata"]["func_name"] == "twoSum"
-    assert "Solution().twoSum" in user_text(functional) and "json.dumps" in user_text(functional)
+    assert user_text(functional).endswith(
+        "\n\nYour solution should have the following signature: ```python\n"
+        "def twoSum(nums: List[int], target: int) -> List[int]:\n```"
+    )
+    assert "(self, " not in user_text(functional)
+    assert functional["metadata"]["tests"] == ["assert twoSum([3, 2, 4], 6) == [1, 2]"]
+    assert verifier_for(functional) == "python_unit_tests"
+    everything = {raw_id(r): r for r in load("livecodebench", tests="all")}
+    assert everything["abc390_a"]["metadata"]["tests"][0] == {"input": "1 2\n", "output": "3\n"}
     window = load("livecodebench", start_date="2025-02-01", end_date="2025-02-28")
     assert [raw_id(r) for r in window] == ["abc390_a"]
     assert paper.exclusions("livecodebench") == {
@@ -446,6 +468,18 @@ def test_livecodebench_tests_functional_and_date_window() -> None:
         "contest_date before 2025-02-01": 1,
     }
     assert "3781" not in {raw_id(r) for r in load("livecodebench", functional="skip")}
+
+
+def test_livecodebench_driver_prompt_scores_on_stdio() -> None:
+    rows = {raw_id(r): r for r in load("livecodebench", prompt="driver")}
+    assert system_text(rows["abc390_a"]) == paper.LCB_SYSTEM
+    assert "standard input" in user_text(rows["abc390_a"])
+    functional = rows["3781"]
+    assert functional["metadata"]["func_name"] == "twoSum"
+    assert "Solution().twoSum" in user_text(functional) and "json.dumps" in user_text(functional)
+    assert verifier_for(functional) == "stdio_tests"
+    completion = f"```python\n{DRIVER_3781}```"
+    assert score("stdio_tests", completion, functional).reward == 1.0
 
 
 def test_zebralogic_grid_and_prompt() -> None:
@@ -699,3 +733,9 @@ def test_prompts_pin_the_studys_text() -> None:
         f"expectation value of S_z?\nOptions: {options}\nAnswer:"
     )
     assert system_text(aime) is None and system_text(gpqa) is None
+    for name in ("math500", "dapo_math"):
+        row = load(name)[0]
+        problem = user_text(row).removesuffix(
+            "\n\nPlease reason step by step, and put your final answer within \\boxed{}."
+        )
+        assert problem != user_text(row) and problem.strip() == problem

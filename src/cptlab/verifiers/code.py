@@ -151,10 +151,12 @@ def _check(test: SplitTest, values: dict[int, object]) -> str | None:
 
 @register("python_unit_tests")
 def python_unit_tests(completion: str, row: dict) -> Verdict:
-    """metadata["tests"]: assert statements run against the model's code (function tasks)."""
+    """metadata["tests"]: assert statements run against the model's code (function tasks);
+    metadata["prelude"], if any, runs before the code (e.g. LiveCodeBench's typing names)."""
     source = extract_code(completion)
     if not source:
         return malformed("no code in the completion", "No code was found.")
+    source = row["metadata"].get("prelude", "") + source
     # A program that does not compile fails in the harness with this same feedback; the check
     # spares a sandbox run (a quarter of the base model's code answers do not compile).
     try:

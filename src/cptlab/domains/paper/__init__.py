@@ -22,11 +22,10 @@ every loader behaves the same way:
 2. **Filter** by the study's rules (level/type for SciKnowEval, ``error_type`` for MMLU-Redux,
    the code subset of Dolci, duplicates, ...). Rows excluded by a rule are counted per reason,
    logged as a warning and kept in `EXCLUSIONS[name]` (see `exclusions`): never silently.
-3. **Split** train/test where the study holds out part of one dataset (SciKnowEval, and by
-   default ToolAlpaca and Dolci): the permutation is the one ``datasets``'
-   ``Dataset.train_test_split(test_size=f, seed=s)`` draws (numpy PCG64), so the split matches
-   the public SDPO data preparation on the same filtered rows (SDPO filters one SciKnowEval
-   domain at a time: ``domains=["Chemistry"]`` reproduces that).
+3. **Split** train/test where the study holds out part of one dataset (SciKnowEval, each
+   domain on its own; Dolci; ToolAlpaca with ``holdout``): the permutation is the one
+   ``datasets``' ``Dataset.train_test_split(test_size=f, seed=s)`` draws (numpy PCG64), so the
+   split is the public SDPO data preparation's (checked on its SciKnowEval files).
 4. **Subsample** ``n`` rows with ``random.Random(seed)`` (sorted, so rows keep source order).
 5. **Convert** each selected raw row with the study's prompt format. A raw row that cannot be
    converted (missing answer, empty question, bad JSON, ...) raises `RowError` naming the
@@ -38,17 +37,27 @@ otherwise a hash of the row's content: stable across calls, seeds and subsample 
 Code rows have no reference program: their `answer` is a fixed note (`CODE_ANSWER`) and the
 verifiers run ``metadata["tests"]``.
 
-Defaults where the study is silent (all are loader options)
------------------------------------------------------------
-- SciKnowEval: all four science domains pooled (``domains=None``), levels ``("L3",)``.
-- ToolAlpaca and Dolci: the test part is 10% of the rows (``holdout=0.1``, ``split_seed=42``),
-  split by instance; ``holdout=None`` takes a whole file as the split (e.g. ToolAlpaca's
-  eval_simulated.json). Failed ToolAlpaca generations (no reference calls) are excluded.
-- Dolci: its "code" rows (assert tests, `python_unit_tests`) and "code_stdio" rows
-  (stdin/stdout, `stdio_tests`) are separate entries, as one entry has one verifier.
-- LiveCodeBench: all of release_v6, no contest-date window (``start_date`` / ``end_date``);
-  functional problems mapped to stdin/stdout with a JSON driver (``functional="skip"``).
-- GPQA: options shuffled per question with ``option_seed`` (default: the loader's ``seed``).
+The study's choices, and defaults where it is silent (all are loader options)
+-------------------------------------------------------------------------------
+Prompts are the study's wherever it publishes one (docs/rewards.md says which were checked on
+real rows); the prompt strings carry a comment naming their source file.
+
+- SciKnowEval: the study's Chemistry domain (``domains``; None takes all four), levels
+  ``("L3",)``, 2- and 4-choice MCQ, 10% of each domain held out; no de-duplication. The
+  study's prepared files (its ``<domain>.json`` and split files) are a source too.
+- ToolAlpaca: each file is a split (``train_data.json``, ``eval_simulated.json``; the study's
+  prepared ``tooluse`` files are a source too); ``holdout=0.1`` splits one file instead.
+  Instances whose golden calls hold a ``$`` placeholder are excluded, the study's rule;
+  failed generations (no reference calls) too.
+- Dolci: the test part is 10% of the rows (``holdout=0.1``, ``split_seed=42``); its "code"
+  rows (assert tests, `python_unit_tests`) and "code_stdio" rows (stdin/stdout, `stdio_tests`)
+  are separate entries, as one entry has one verifier. The study publishes no Dolci loader:
+  its code prompt is used.
+- LiveCodeBench: release_v6, private tests only (``tests``), the study's prompt (``prompt``;
+  functional problems as a top-level function scored by asserts); the study's contest window
+  is set in paper.yaml (``start_date`` / ``end_date``).
+- GPQA: options shuffled per question with ``option_seed`` (default: the loader's ``seed``);
+  the study shuffles unseeded.
 - MMLU-Redux: only ``error_type == "ok"`` rows (``keep_error_types``).
 - DAPO: exact duplicate problems dropped (the hub copy repeats each ~100 times).
 
@@ -79,8 +88,7 @@ entries (`ENTRIES`); importing this package registers them all (in this order):
 from cptlab.domains.paper import code, knowledge, logic, math, science, tool
 from cptlab.domains.paper.code import (
     CODE_ANSWER,
-    CODE_STDIO_INSTRUCTION,
-    CODE_UNIT_INSTRUCTION,
+    CODE_PROMPT,
     LCB_SYSTEM,
     _decode_packed,
 )
@@ -106,8 +114,7 @@ for _benchmark in PAPER_BENCHMARKS:
 __all__ = [
     "BFCL_HUB",
     "CODE_ANSWER",
-    "CODE_STDIO_INSTRUCTION",
-    "CODE_UNIT_INSTRUCTION",
+    "CODE_PROMPT",
     "EXCLUSIONS",
     "LCB_SYSTEM",
     "MATH500_HUB",

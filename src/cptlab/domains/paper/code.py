@@ -51,13 +51,6 @@ DOLCI_UNIT = "code"
 DOLCI_STDIO = "code_stdio"
 # Code rows have no reference program; the verifiers run metadata["tests"], not the answer.
 CODE_ANSWER = "(no reference solution: scored by the tests in metadata['tests'])"
-CODE_UNIT_INSTRUCTION = (
-    "Write a Python solution and put the complete code in one ```python code block."
-)
-CODE_STDIO_INSTRUCTION = (
-    "Write a Python program that reads from standard input and writes to standard output, "
-    "and put the complete program in one ```python code block."
-)
 
 # LiveCodeBench code generation (livecodebench/code_generation_lite; release_v6 = the files
 # test.jsonl, test2.jsonl, ..., test6.jsonl):
@@ -84,6 +77,15 @@ LCB_SYSTEM = (
     "You are an expert Python programmer. You will be given a programming problem and will "
     "write a correct Python program that meets the specification and passes all tests."
 )
+# The study's code prompt, one user message (Moenupa/SDPO-CL, data/format/prompts.py:
+# CODE_PROMPT); LiveCodeBench adds the starter code's signature (data/utils/livecodebench.py).
+CODE_PROMPT = """You are a coding expert. You will be given a coding problem, and you need to write a correct Python program that matches the specification and passes all tests. The time limit is 1 second. You may start by outlining your thought process. In the end, please provide the complete code in a code block enclosed with ``` ```.
+
+{problem}"""  # noqa: E501
+LCB_SIGNATURE = "\n\nYour solution should have the following signature: ```python\n{signature}\n```"
+LCB_PROMPTS = ("study", "driver")
+LCB_PRELUDE = "from typing import *\n"
+LCB_TEST_SETS = ("private", "all")
 
 
 class _DataOnlyUnpickler(pickle.Unpickler):
@@ -201,8 +203,6 @@ def _load_dolci(
         label = _dolci_label(raw)
         return None if label == kind else f"dataset label {label!r} (not the {kind!r} subset)"
 
-    instruction = CODE_STDIO_INSTRUCTION if kind == DOLCI_STDIO else CODE_UNIT_INSTRUCTION
-
     def convert(raw: dict, ctx: _Ctx) -> dict:
         prompt = _dolci_prompt(raw)
         tests = _dolci_tests(raw, kind)
@@ -215,7 +215,9 @@ def _load_dolci(
         }
         if raw.get("original_dataset") is not None:
             meta["original_dataset"] = raw["original_dataset"]
-        user = f"{prompt}\n\n{instruction}"
+        # The study publishes no Dolci loader; its code prompt is the one it gives every code
+        # problem it formats (data/format/train.py).
+        user = CODE_PROMPT.format(problem=prompt)
         return _row(name, "code", key, _prompt(None, user), CODE_ANSWER, meta)
 
     positions = run.filter(keep, (DOLCI_DATASET,))
@@ -273,6 +275,55 @@ def _lcb_date(value: Any) -> str:
     return str(value)[:10] if value is not None else ""
 
 
+def _lcb_study_prompt(raw: dict, content: str, meta: dict) -> list[dict]:
+    """The study's prompt; a functional problem's tests become asserts on its function."""
+    problem = content
+    starter = raw.get(LCB_STARTER)
+    if isinstance(starter, str) and starter.strip():
+        if "def " not in starter:
+            raise _Bad("starter_code has no `def`")
+        signature = "def " + starter.split("def ")[1].split("Input\n")[0].strip()
+        problem += LCB_SIGNATURE.format(signature=signature)
+    if meta["kind"] == "functional":
+        meta["tests"] = [_lcb_assert(meta["func_name"], t) for t in meta["tests"]]
+        meta["verifier"] = "python_unit_tests"
+        # The signature's annotations (List[int]) need typing's names, which the study's
+        # harness provides too.
+        meta["prelude"] = LCB_PRELUDE
+    # data/preprocess.py drops `self` from the whole prompt, so the function is top-level.
+    return _prompt(None, CODE_PROMPT.format(problem=problem).replace("(self, ", "("))
+
+
+def _lcb_assert(func: str, test: dict) -> str:
+    """`assert f(*args) == expected` from a functional test: one JSON argument per line."""
+    try:
+        arguments = [json.loads(line) for line in test["input"].splitlines() if line.strip()]
+        expected = json.loads(test["output"])
+    except json.JSONDecodeError as err:
+        raise _Bad(f"functional test is not JSON ({err.msg})") from None
+    return f"assert {func}({', '.join(map(repr, arguments))}) == {expected!r}"
+
+
+def _lcb_driver_prompt(raw: dict, content: str, kind: str, meta: dict) -> str:
+    if kind == "stdin":
+        return (
+            f"### Question:\n{content}\n\n### Format: Read the inputs from standard input, "
+            "solve the problem and write the answer to standard output (do not directly "
+            "test on the sample inputs). Put your complete program in one Python code "
+            "block:\n```python\n# YOUR CODE HERE\n```\n\n### Answer: (use the format above)\n"
+        )
+    starter = _text(raw.get(LCB_STARTER), "starter_code")
+    return (
+        f"### Question:\n{content}\n\n### Format: Complete the starter code below:\n"
+        f"```python\n{starter}\n```\n"
+        "Your program is run as a script. After the class, add a driver that reads the "
+        "method's arguments from standard input, one JSON value per line in parameter "
+        f"order, calls `Solution().{meta['func_name']}(...)` and prints the result with "
+        "`print(json.dumps(result))`. Put the complete program in one Python code "
+        "block.\n\n### Answer: (use the format above)\n"
+    )
+
+
 def load_livecodebench(
     n: int | None = None,
     seed: int = 0,
@@ -282,20 +333,30 @@ def load_livecodebench(
     end_date: str | None = None,
     platforms: Sequence[str] | None = None,
     functional: str = "stdio",
+    prompt: str = "study",
+    tests: str = "private",
     strict: bool = True,
     **hub: Any,
 ) -> list[dict]:
-    """LiveCodeBench code generation (release_v6 by default): stdin/stdout tests.
+    """LiveCodeBench code generation (release_v6 by default).
 
-    Functional (LeetCode) problems are mapped to stdin/stdout (`functional="stdio"`): the prompt
-    asks for the starter code's class plus a driver that reads one JSON argument per line and
-    prints `json.dumps(result)`, and each test's input/output are LiveCodeBench's own JSON
-    lines. `functional="skip"` excludes them (counted). `start_date` / `end_date` (ISO dates,
-    inclusive) select a contest window.
+    `prompt="study"`: the study's code prompt, one user message; a functional (LeetCode)
+    problem shows its method's signature without `self`, as the study does, and its tests
+    become asserts on that function (`python_unit_tests`). `prompt="driver"`: cptlab's own,
+    with a system prompt; a functional problem asks for the starter class plus a driver that
+    reads one JSON argument per line and prints `json.dumps(result)`, scored on stdin/stdout.
+    `tests="private"` (the study's) or `"all"` (public and private). `functional="skip"`
+    excludes functional problems (counted). `start_date` / `end_date` (ISO dates, inclusive)
+    select a contest window.
     """
     _check_n(n)
     if functional not in ("stdio", "skip"):
         raise ValueError(f"functional must be 'stdio' or 'skip', got {functional!r}")
+    if prompt not in LCB_PROMPTS:
+        raise ValueError(f"prompt must be one of {LCB_PROMPTS}, got {prompt!r}")
+    if tests not in LCB_TEST_SETS:
+        raise ValueError(f"tests must be one of {LCB_TEST_SETS}, got {tests!r}")
+    test_fields = (LCB_PRIVATE,) if tests == "private" else (LCB_PUBLIC, LCB_PRIVATE)
     name = "livecodebench"
     if path is None and "hub_kwargs" not in hub:
         hub = {**hub, "hub_kwargs": {"data_files": LCB_HUB_FILES}}
@@ -320,44 +381,30 @@ def load_livecodebench(
     def convert(raw: dict, ctx: _Ctx) -> dict:
         content = _text(raw.get(LCB_CONTENT), "question_content")
         raw_id = _text(raw.get(LCB_ID), "question_id")
-        tests = _lcb_tests(raw, LCB_PUBLIC) + _lcb_tests(raw, LCB_PRIVATE)
-        if not tests:
-            raise _Bad("no test cases")
-        kind = _lcb_kind(tests)
+        cases = [t for field in test_fields for t in _lcb_tests(raw, field)]
+        if not cases:
+            raise _Bad(f"no test cases in {' / '.join(test_fields)}")
+        kind = _lcb_kind(cases)
         meta = {
-            "tests": _stdio_tests(tests, "test cases"),
+            "tests": _stdio_tests(cases, "test cases"),
             "kind": kind,
             "platform": raw.get(LCB_PLATFORM),
             "difficulty": raw.get(LCB_DIFFICULTY),
             "contest_date": _lcb_date(raw.get(LCB_DATE)) or None,
             "source_index": ctx.index,
         }
-        if kind == "stdin":
-            user = (
-                f"### Question:\n{content}\n\n### Format: Read the inputs from standard input, "
-                "solve the problem and write the answer to standard output (do not directly "
-                "test on the sample inputs). Put your complete program in one Python code "
-                "block:\n```python\n# YOUR CODE HERE\n```\n\n### Answer: (use the format above)\n"
-            )
-        elif kind == "functional":
+        if kind not in ("stdin", "functional"):
+            raise _Bad(f"unknown test type {kind!r}")
+        if kind == "functional":
             extra = _json_value(raw.get(LCB_METADATA) or "{}", LCB_METADATA)
             func = extra.get("func_name") if isinstance(extra, dict) else None
-            func = _text(func, "metadata.func_name")
-            starter = _text(raw.get(LCB_STARTER), "starter_code")
-            meta["func_name"] = func
-            user = (
-                f"### Question:\n{content}\n\n### Format: Complete the starter code below:\n"
-                f"```python\n{starter}\n```\n"
-                "Your program is run as a script. After the class, add a driver that reads the "
-                "method's arguments from standard input, one JSON value per line in parameter "
-                f"order, calls `Solution().{func}(...)` and prints the result with "
-                "`print(json.dumps(result))`. Put the complete program in one Python code "
-                "block.\n\n### Answer: (use the format above)\n"
-            )
-        else:
-            raise _Bad(f"unknown test type {kind!r}")
+            meta["func_name"] = _text(func, "metadata.func_name")
         meta = {k: v for k, v in meta.items() if v is not None}
-        return _row(name, "code", _slug(raw_id), _prompt(LCB_SYSTEM, user), CODE_ANSWER, meta)
+        if prompt == "study":
+            messages = _lcb_study_prompt(raw, content, meta)
+        else:
+            messages = _prompt(LCB_SYSTEM, _lcb_driver_prompt(raw, content, kind, meta))
+        return _row(name, "code", _slug(raw_id), messages, CODE_ANSWER, meta)
 
     positions = run.filter(keep, (LCB_DATE, LCB_PLATFORM, LCB_PUBLIC))
     return run.finish(positions, n, seed, convert)

@@ -25,7 +25,8 @@ from cptlab.domains.paper.common import (
 from cptlab.domains.registry import Benchmark
 from cptlab.verifiers.math import last_boxed
 
-# Math prompt: the usual Qwen math instruction; the study scores the last \boxed{}.
+# The study's math prompt is "{problem}\n\n" + this (Moenupa/SDPO-CL, data/format/prompts.py:
+# PROMPT), for AIME, MATH-500 and every math problem it formats.
 MATH_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
 
 # DAPO-Math-17k (BytedTsinghua-SIA/DAPO-Math-17k, verl parquet format, split "train"):
