@@ -38,6 +38,7 @@ EXPECTED = {
     "study_mcq_answer_tag",
     "study_gpqa",
     "study_react_tool",
+    "study_code",
 }
 CALC_SCHEMA = {
     "name": "calc",
@@ -45,7 +46,7 @@ CALC_SCHEMA = {
 }
 A_SCHEMA = {"name": "a", "parameters": {"type": "dict", "properties": {"b": {"type": "integer"}}}}
 # Verifiers that do not start a sandboxed process, so random inputs are cheap.
-PURE = sorted(EXPECTED - {"python_unit_tests", "stdio_tests"})
+PURE = sorted(EXPECTED - {"python_unit_tests", "stdio_tests", "study_code"})
 
 
 @pytest.fixture

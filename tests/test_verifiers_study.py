@@ -111,3 +111,66 @@ def test_study_react_tool_feedback_is_the_studys() -> None:
         "Actions mismatch: predicted ['search'], expected ['search', 'details']; "
         "Action inputs mismatch: predicted {'q': 'cats'}, expected {'q': 'dogs', 'id': 3}"
     )
+
+
+# ----- code (code.py) ---------------------------------------------------------------------------
+
+
+def code_row(tests: list, **study: object) -> dict:
+    meta: dict = {"tests": tests}
+    if study:
+        meta["study_tests"] = study
+    return {"answer": "", "metadata": meta}
+
+
+def block(source: str) -> str:
+    return f"Here it is.\n```python\n{source}\n```"
+
+
+STDIN = [{"input": "1 2\n", "output": "1\n2\n"}]
+CODE = [  # (completion, tests, study reward, strict reward); each decision as code.py makes it
+    (block("print('1 ')\nprint(2)"), STDIN, 0.0, 1.0),  # a space before the newline counts
+    (block("print('1 2')"), STDIN, 1.0, 0.0),  # newlines compare as spaces
+    (block("pass"), [{"input": "", "output": "-"}], 1.0, 0.0),  # a trailing "-" is trimmed
+    (block("print('-')"), [{"input": "", "output": "-"}], 0.0, 1.0),
+    (block("print(1)\nprint(2)\nimport sys\nsys.exit(0)"), STDIN, 0.0, 1.0),  # SystemExit fails
+    (block("try:\n    int(input())\nexcept ValueError:\n    print(0)"),
+     [{"input": "abc\n", "output": "0\n"}], 0.0, 1.0),  # no exception classes in its builtins
+    (block("import os\nprint(1)\nprint(2)"), STDIN, 0.0, 1.0),  # os is not on its allowlist
+    ("print(1)\nprint(2)", STDIN, 0.0, 1.0),  # no fenced block
+    (block("print('a much longer wrong program ...')") + block("print(1)\nprint(2)"), STDIN,
+     0.0, 1.0),  # the longest block runs, not the last
+    ("```python \nprint(1)\nprint(2)\n```", STDIN, 0.0, 1.0),  # a space after the label
+    (block("def inc(x):\n    return x + 1"), ["for x in range(3):\n    assert inc(x) == x + 1"],
+     1.0, 0.0),  # one assert script: loops work
+    (block("def inc(x):\n    return x"), ["assert inc(1) == 2"], 0.0, 0.0),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("completion", "tests", "study", "strict"), CODE)
+def test_study_code(completion: str, tests: list, study: float, strict: float) -> None:
+    row = code_row(tests)
+    official = "python_unit_tests" if isinstance(tests[0], str) else "stdio_tests"
+    assert both("study_code", official, completion, row) == (study, strict)
+
+
+def test_study_code_functional_splits_arguments_on_whitespace() -> None:
+    """code.py calls f(*[json.loads(x) for x in input.split()]): a list argument written
+    with spaces (LiveCodeBench's form) never parses, so such a test always fails."""
+    solution = block("def total(nums, k):\n    return sum(nums) + k")
+    spaced = code_row([], testtype="functional", fn_name="total", inputs=["[2, 3]\n1"],
+                      outputs=["6"], time_limit=6)  # fmt: skip
+    compact = code_row([], testtype="functional", fn_name="total", inputs=["[2,3]\n1"],
+                       outputs=["6"], time_limit=6)  # fmt: skip
+    assert score("study_code", solution, spaced).reward == 0.0
+    assert score("study_code", solution, compact).reward == 1.0
+    as_float = code_row([], testtype="functional", fn_name="total", inputs=["[2,3]\n1"],
+                        outputs=["6.0"], time_limit=6)  # fmt: skip
+    assert score("study_code", solution, as_float).reward == 0.0  # canonical JSON: 6 != 6.0
+
+
+def test_study_code_feedback_is_the_studys_layout() -> None:
+    verdict = score("study_code", "no code here", code_row(STDIN))
+    assert verdict.feedback == "Incorrect Format: Put your code inside a ```python ... ``` block."
+    wrong = score("study_code", block("print(3)"), code_row(STDIN))
+    assert wrong.feedback == "Wrong Answer\n\nInput\n1 2\n\n\nOutput\n3\n\nExpected\n1\n2\n"

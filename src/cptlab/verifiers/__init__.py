@@ -8,6 +8,6 @@ and the paper-scale benchmarks share them. Every verifier is registered by name 
 from cptlab.verifiers.base import VERIFIERS, Verdict, register, score
 
 # Importing the modules registers their verifiers.
-from cptlab.verifiers import bfcl, code, logic, math, mcq, study, text, tool  # noqa: E402,F401  isort: skip
+from cptlab.verifiers import bfcl, code, logic, math, mcq, study, study_code, text, tool  # noqa: E402,F401  isort: skip
 
 __all__ = ["VERIFIERS", "Verdict", "register", "score"]

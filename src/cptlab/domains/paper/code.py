@@ -85,6 +85,7 @@ CODE_PROMPT = """You are a coding expert. You will be given a coding problem, an
 LCB_SIGNATURE = "\n\nYour solution should have the following signature: ```python\n{signature}\n```"
 LCB_PROMPTS = ("study", "driver")
 LCB_PRELUDE = "from typing import *\n"
+LCB_STUDY_TIME_LIMIT = 6  # seconds per test (data/utils/livecodebench.py)
 LCB_TEST_SETS = ("private", "all")
 
 
@@ -399,6 +400,14 @@ def load_livecodebench(
             extra = _json_value(raw.get(LCB_METADATA) or "{}", LCB_METADATA)
             func = extra.get("func_name") if isinstance(extra, dict) else None
             meta["func_name"] = _text(func, "metadata.func_name")
+        # The tests as the study stores them, for its reward (cptlab.verifiers.study_code).
+        meta["study_tests"] = {
+            "testtype": kind,
+            "inputs": [t["input"] for t in meta["tests"]],
+            "outputs": [t["output"] for t in meta["tests"]],
+            "fn_name": meta.get("func_name", ""),
+            "time_limit": LCB_STUDY_TIME_LIMIT,
+        }
         meta = {k: v for k, v in meta.items() if v is not None}
         if prompt == "study":
             messages = _lcb_study_prompt(raw, content, meta)
@@ -412,14 +421,18 @@ def load_livecodebench(
 
 ENTRIES = (
     Benchmark("dolci_code_train", "code", "train", "python_unit_tests", load_dolci_code_train,
-              "Dolci-Think-RL-7B 'code' rows (assert tests), train"),
+              "Dolci-Think-RL-7B 'code' rows (assert tests), train",
+              study_verifier="study_code"),
     Benchmark("dolci_code_test", "code", "id", "python_unit_tests", load_dolci_code_test,
-              "Dolci-Think-RL-7B 'code' rows (assert tests), held out"),
+              "Dolci-Think-RL-7B 'code' rows (assert tests), held out",
+              study_verifier="study_code"),
     Benchmark("dolci_code_stdio_train", "code", "train", "stdio_tests",
               load_dolci_code_stdio_train,
-              "Dolci-Think-RL-7B 'code_stdio' rows (stdin/stdout tests), train"),
+              "Dolci-Think-RL-7B 'code_stdio' rows (stdin/stdout tests), train",
+              study_verifier="study_code"),
     Benchmark("dolci_code_stdio_test", "code", "id", "stdio_tests", load_dolci_code_stdio_test,
-              "Dolci-Think-RL-7B 'code_stdio' rows (stdin/stdout tests), held out"),
+              "Dolci-Think-RL-7B 'code_stdio' rows (stdin/stdout tests), held out",
+              study_verifier="study_code"),
     Benchmark("livecodebench", "code", "ood", "stdio_tests", load_livecodebench,
-              "LiveCodeBench v6, stdin/stdout (functional problems via a JSON driver)"),
+              "LiveCodeBench v6, private tests, the study's prompt", study_verifier="study_code"),
 )  # fmt: skip
