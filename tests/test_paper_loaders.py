@@ -739,3 +739,56 @@ def test_prompts_pin_the_studys_text() -> None:
             "\n\nPlease reason step by step, and put your final answer within \\boxed{}."
         )
         assert problem != user_text(row) and problem.strip() == problem
+
+
+# ----- the declarative entries ------------------------------------------------------------------
+
+
+def test_every_real_benchmark_is_a_recipe_with_a_source_and_a_prompt() -> None:
+    from cptlab.domains.paper.pipeline import Recipe
+
+    for benchmark in paper.PAPER_BENCHMARKS:
+        recipe = benchmark.loader
+        assert isinstance(recipe, Recipe), benchmark.name
+        assert (recipe.name, recipe.domain) == (benchmark.name, benchmark.domain)
+        assert recipe.source.hub or recipe.needs_path, benchmark.name
+        assert recipe.prompt is not None, benchmark.name
+    with pytest.raises(TypeError, match=r"math500: unknown option\(s\) \['no_such'\]; known: \["):
+        load_benchmark("math500", path=fixture("math500"), no_such=1)
+
+
+def test_adding_a_dataset_is_adding_an_entry(monkeypatch, tmp_path: Path) -> None:
+    """A new entry: a Source pinned to a hub revision, a Prompt, a row converter and a filter
+    rule; the one pipeline runs it, and the registry validates its rows."""
+    import datasets
+
+    from cptlab.domains.paper.common import _row
+    from cptlab.domains.paper.pipeline import Recipe
+    from cptlab.domains.registry import BENCHMARKS, Benchmark, Prompt, Source
+
+    calls = []
+    raws = [{"q": f"What is {k} + {k}?", "a": str(2 * k), "hard": k > 2} for k in range(5)]
+
+    def fake_load_dataset(name, config=None, **kwargs):
+        calls.append((name, config, kwargs))
+        return datasets.Dataset.from_list(raws)
+
+    monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
+    prompt = Prompt("{q}\n\nPut the answer in \\boxed{{}}.")
+
+    def convert(raw, ctx, load):
+        messages = prompt.messages(q=raw["q"])
+        return _row("sums", "math", str(ctx.index), messages, raw["a"], {})
+
+    def keep(raw, load):
+        return "hard" if raw["hard"] else None
+
+    source = Source("someone/sums", split="test", revision="abc123")
+    recipe = Recipe("sums", "math", source, prompt, convert, keep=keep)
+    monkeypatch.setitem(BENCHMARKS, "sums", Benchmark("sums", "math", "ood", "math_boxed", recipe))
+    rows = load_benchmark("sums")
+    assert calls == [("someone/sums", None, {"split": "test", "cache_dir": None,
+                                             "revision": "abc123"})]  # fmt: skip
+    assert [r["answer"] for r in rows] == ["0", "2", "4"]
+    assert paper.exclusions("sums") == {"hard": 2}
+    assert user_text(rows[1]) == "What is 1 + 1?\n\nPut the answer in \\boxed{}."

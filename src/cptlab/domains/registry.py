@@ -16,6 +16,45 @@ REWARD_SETS = ("strict", "study")
 
 
 @dataclass(frozen=True)
+class Source:
+    """Where a real benchmark's raw rows are read from when the config gives no `path`.
+
+    hub:      Hugging Face hub dataset id, or several read as one (None: no hub copy, so the
+              config must give a `path`).
+    config:   hub config name.
+    split:    hub split.
+    revision: a hub revision to pin (None: the cache's / the newest).
+    files:    data files inside the hub repo (`data_files`), when its loading script is unusable.
+    also:     the other sources the loader reads, for the docs (local copies, the study's
+              prepared files).
+    """
+
+    hub: str | tuple[str, ...] | None = None
+    config: str | None = None
+    split: str | None = None
+    revision: str | None = None
+    files: tuple[str, ...] = ()
+    also: str = ""
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """A prompt format: an optional system message and a user message, `str.format` templates
+    filled with a row's fields (`{question}`, `{options}`, ...; literal braces doubled)."""
+
+    user: str
+    system: str | None = None
+
+    def messages(self, **fields: Any) -> list[dict]:
+        """The chat messages for one row (the fields are inserted as they are)."""
+        user = self.user.format(**fields)
+        system = None if self.system is None else self.system.format(**fields)
+        return ([{"role": "system", "content": system}] if system else []) + [
+            {"role": "user", "content": user}
+        ]
+
+
+@dataclass(frozen=True)
 class Benchmark:
     """One benchmark split.
 
@@ -28,8 +67,10 @@ class Benchmark:
     study_verifier: the verifier that reproduces the study's reward function, used under
                  `data.rewards: study`; None where the study published none (the official
                  rule then serves both sets).
-    loader:      called as loader(n=..., seed=..., **options) -> iterable of canonical rows;
-                 a generator for synthetic data, a file/HF `datasets` reader for real data.
+    loader:      called as loader(n=..., seed=..., **options) -> iterable of canonical rows:
+                 a generator for synthetic data; for real data a `Recipe`
+                 (cptlab.domains.paper.pipeline), which holds the entry's source, prompt
+                 format and row converter, run by the one loader of every real benchmark.
     description: one line for reports.
     defaults:    default loader options (overridable from the config).
     """

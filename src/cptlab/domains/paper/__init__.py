@@ -2,9 +2,11 @@
 
 Design
 ------
-Every entry's loader is called as ``loader(n=None, seed=0, path=None, **options)`` and returns
-a list of canonical rows (see `cptlab.rows`). The work is split in five fixed stages so that
-every loader behaves the same way:
+Every entry's loader is a `Recipe` (`pipeline.py`): the entry's Source (hub id, config,
+split, revision, data files), its Prompt format, its row converter and, where the study
+filters or holds out, a filter rule and a `Holdout`. Called as
+``recipe(n=None, seed=0, path=None, **options)``, it returns canonical rows (see `cptlab.rows`)
+through five fixed stages, the same for every dataset:
 
 1. **Open** (`_open`): ``path`` is a local file or folder (``.json``, ``.jsonl``, ``.parquet``,
    ``.csv``), or, when no such path exists, a Hugging Face hub dataset name passed to
@@ -72,11 +74,13 @@ AIME mirrors).
 
 Layout
 ------
-One module per domain family, each with its raw-schema constants, loaders and registry
-entries (`ENTRIES`); importing this package registers them all (in this order):
+One module per domain family, each with its raw-schema constants, prompt formats, row
+converters and registry entries (`ENTRIES`); importing this package registers them all (in
+this order):
 
-- `common`: reading files and hub datasets, raw-row errors, the pipeline (`_Run`: filter,
-  exclusion counting), `holdout_split`, `subsample`, helpers shared by the converters.
+- `pipeline`: `Recipe`, the one loader every entry runs, and `Holdout`.
+- `common`: reading files and hub datasets, raw-row errors, `_Run` (filter, exclusion
+  counting), `holdout_split`, `subsample`, helpers shared by the converters.
 - `math`: dapo_math, aime, math500.
 - `science`: sciknoweval_train / _test, gpqa_diamond.
 - `tool`: toolalpaca_train / _test, bfcl_multiple.

@@ -10,29 +10,22 @@ import json
 import pickle
 import re
 import zlib
-from collections.abc import Sequence
 from typing import Any
 
 from cptlab.domains.paper.common import (
-    SPLIT_SEED,
-    TEST_FRACTION,
-    PathSpec,
     _Bad,
-    _check_n,
     _Ctx,
     _digest,
     _first,
     _json_value,
     _last_user,
-    _open,
     _prompt,
     _row,
-    _Run,
     _slug,
     _text,
-    holdout_split,
 )
-from cptlab.domains.registry import Benchmark
+from cptlab.domains.paper.pipeline import Holdout, Load, Recipe
+from cptlab.domains.registry import Benchmark, Prompt, Source
 
 # Dolci-Think-RL-7B (allenai/Dolci-Think-RL-7B, split "train"; Olmo 3 RLVR mixture):
 #   prompt "user: ..." (one flat string; some copies use `messages`), ground_truth [str],
@@ -62,7 +55,7 @@ CODE_ANSWER = "(no reference solution: scored by the tests in metadata['tests'])
 # The hub repo's loading script is not supported by `datasets` >= 4, so the hub default reads
 # its JSONL files through `data_files`.
 LCB_HUB = "livecodebench/code_generation_lite"
-LCB_HUB_FILES = ["test.jsonl"] + [f"test{k}.jsonl" for k in range(2, 7)]
+LCB_HUB_FILES = ("test.jsonl", *(f"test{k}.jsonl" for k in range(2, 7)))
 LCB_TITLE = "question_title"
 LCB_CONTENT = "question_content"
 LCB_PLATFORM = "platform"
@@ -82,6 +75,9 @@ LCB_SYSTEM = (
 CODE_PROMPT = """You are a coding expert. You will be given a coding problem, and you need to write a correct Python program that matches the specification and passes all tests. The time limit is 1 second. You may start by outlining your thought process. In the end, please provide the complete code in a code block enclosed with ``` ```.
 
 {problem}"""  # noqa: E501
+# The prompt format of every code benchmark: the study publishes no Dolci loader, and its code
+# prompt is the one it gives every code problem it formats (data/format/train.py).
+CODE_FORMAT = Prompt(CODE_PROMPT)
 LCB_SIGNATURE = "\n\nYour solution should have the following signature: ```python\n{signature}\n```"
 LCB_PROMPTS = ("study", "driver")
 LCB_PRELUDE = "from typing import *\n"
@@ -183,28 +179,15 @@ def _dolci_tests(raw: dict, kind: str) -> list:
     return tests
 
 
-def _load_dolci(
-    name: str,
-    part: str,
-    kind: str,
-    n: int | None,
-    seed: int,
-    path: PathSpec,
-    *,
-    holdout: float | None = TEST_FRACTION,
-    split_seed: int = SPLIT_SEED,
-    strict: bool = True,
-    **hub: Any,
-) -> list[dict]:
-    _check_n(n)
-    source = _open(name, path, DOLCI_HUB, **{"hub_split": "train", **hub})
-    run = _Run(name, source, strict)
+def _dolci(name: str, part: str, kind: str) -> Recipe:
+    """Dolci-Think-RL-7B rows of one subset ("code": assert tests; "code_stdio": stdin/stdout
+    tests), one part of its 90/10 split (seed 42)."""
 
-    def keep(raw: dict) -> str | None:
+    def keep(raw: dict, load: Load) -> str | None:
         label = _dolci_label(raw)
         return None if label == kind else f"dataset label {label!r} (not the {kind!r} subset)"
 
-    def convert(raw: dict, ctx: _Ctx) -> dict:
+    def convert(raw: dict, ctx: _Ctx, load: Load) -> dict:
         prompt = _dolci_prompt(raw)
         tests = _dolci_tests(raw, kind)
         raw_id = _first(raw, DOLCI_ID)
@@ -216,43 +199,11 @@ def _load_dolci(
         }
         if raw.get("original_dataset") is not None:
             meta["original_dataset"] = raw["original_dataset"]
-        # The study publishes no Dolci loader; its code prompt is the one it gives every code
-        # problem it formats (data/format/train.py).
-        user = CODE_PROMPT.format(problem=prompt)
-        return _row(name, "code", key, _prompt(None, user), CODE_ANSWER, meta)
+        messages = CODE_FORMAT.messages(problem=prompt)
+        return _row(name, "code", key, messages, CODE_ANSWER, meta)
 
-    positions = run.filter(keep, (DOLCI_DATASET,))
-    if holdout is not None:
-        positions = holdout_split(positions, part, holdout, split_seed)
-    return run.finish(positions, n, seed, convert)
-
-
-def load_dolci_code_train(
-    n: int | None = None, seed: int = 0, path: PathSpec = None, **options: Any
-) -> list[dict]:
-    """Dolci-Think-RL-7B "code" rows (assert tests), the training part (90%, seed 42)."""
-    return _load_dolci("dolci_code_train", "train", DOLCI_UNIT, n, seed, path, **options)
-
-
-def load_dolci_code_test(
-    n: int | None = None, seed: int = 0, path: PathSpec = None, **options: Any
-) -> list[dict]:
-    """Dolci-Think-RL-7B "code" rows (assert tests), the held-out part (10%, seed 42)."""
-    return _load_dolci("dolci_code_test", "test", DOLCI_UNIT, n, seed, path, **options)
-
-
-def load_dolci_code_stdio_train(
-    n: int | None = None, seed: int = 0, path: PathSpec = None, **options: Any
-) -> list[dict]:
-    """Dolci-Think-RL-7B "code_stdio" rows (stdin/stdout tests), the training part."""
-    return _load_dolci("dolci_code_stdio_train", "train", DOLCI_STDIO, n, seed, path, **options)
-
-
-def load_dolci_code_stdio_test(
-    n: int | None = None, seed: int = 0, path: PathSpec = None, **options: Any
-) -> list[dict]:
-    """Dolci-Think-RL-7B "code_stdio" rows (stdin/stdout tests), the held-out part."""
-    return _load_dolci("dolci_code_stdio_test", "test", DOLCI_STDIO, n, seed, path, **options)
+    return Recipe(name, "code", Source(DOLCI_HUB, split="train"), CODE_FORMAT, convert,
+                  keep=keep, columns=(DOLCI_DATASET,), holdout=Holdout(part))  # fmt: skip
 
 
 def _lcb_tests(raw: dict, field: str) -> list[dict]:
@@ -292,7 +243,8 @@ def _lcb_study_prompt(raw: dict, content: str, meta: dict) -> list[dict]:
         # harness provides too.
         meta["prelude"] = LCB_PRELUDE
     # data/preprocess.py drops `self` from the whole prompt, so the function is top-level.
-    return _prompt(None, CODE_PROMPT.format(problem=problem).replace("(self, ", "("))
+    (user,) = CODE_FORMAT.messages(problem=problem)
+    return [{**user, "content": user["content"].replace("(self, ", "(")}]
 
 
 def _lcb_assert(func: str, test: dict) -> str:
@@ -325,114 +277,102 @@ def _lcb_driver_prompt(raw: dict, content: str, kind: str, meta: dict) -> str:
     )
 
 
-def load_livecodebench(
-    n: int | None = None,
-    seed: int = 0,
-    path: PathSpec = None,
-    *,
-    start_date: str | None = None,
-    end_date: str | None = None,
-    platforms: Sequence[str] | None = None,
-    functional: str = "stdio",
-    prompt: str = "study",
-    tests: str = "private",
-    strict: bool = True,
-    **hub: Any,
-) -> list[dict]:
-    """LiveCodeBench code generation (release_v6 by default).
+def _check_livecodebench(load: Load) -> None:
+    for option, allowed in (("functional", ("stdio", "skip")), ("prompt", LCB_PROMPTS),
+                            ("tests", LCB_TEST_SETS)):  # fmt: skip
+        if load[option] not in allowed:
+            raise ValueError(f"{option} must be one of {allowed}, got {load[option]!r}")
 
-    `prompt="study"`: the study's code prompt, one user message; a functional (LeetCode)
-    problem shows its method's signature without `self`, as the study does, and its tests
-    become asserts on that function (`python_unit_tests`). `prompt="driver"`: cptlab's own,
-    with a system prompt; a functional problem asks for the starter class plus a driver that
-    reads one JSON argument per line and prints `json.dumps(result)`, scored on stdin/stdout.
-    `tests="private"` (the study's) or `"all"` (public and private). `functional="skip"`
-    excludes functional problems (counted). `start_date` / `end_date` (ISO dates, inclusive)
-    select a contest window.
-    """
-    _check_n(n)
-    if functional not in ("stdio", "skip"):
-        raise ValueError(f"functional must be 'stdio' or 'skip', got {functional!r}")
-    if prompt not in LCB_PROMPTS:
-        raise ValueError(f"prompt must be one of {LCB_PROMPTS}, got {prompt!r}")
-    if tests not in LCB_TEST_SETS:
-        raise ValueError(f"tests must be one of {LCB_TEST_SETS}, got {tests!r}")
-    test_fields = (LCB_PRIVATE,) if tests == "private" else (LCB_PUBLIC, LCB_PRIVATE)
-    name = "livecodebench"
-    if path is None and "hub_kwargs" not in hub:
-        hub = {**hub, "hub_kwargs": {"data_files": LCB_HUB_FILES}}
-    source = _open(name, path, LCB_HUB, **{"hub_split": "train", **hub})
-    run = _Run(name, source, strict)
-    wanted_platforms = {p.lower() for p in platforms} if platforms else None
 
-    def keep(raw: dict) -> str | None:
-        day = _lcb_date(raw.get(LCB_DATE))
-        if start_date and day < start_date:
-            return f"contest_date before {start_date}"
-        if end_date and day > end_date:
-            return f"contest_date after {end_date}"
-        if wanted_platforms and str(raw.get(LCB_PLATFORM, "")).lower() not in wanted_platforms:
-            return f"platform {raw.get(LCB_PLATFORM)!r} not in {sorted(wanted_platforms)}"
-        if functional == "skip":
-            public = _lcb_tests(raw, LCB_PUBLIC)
-            if public and _lcb_kind(public) == "functional":
-                return "functional (LeetCode) problem, functional='skip'"
-        return None
+def _keep_livecodebench(raw: dict, load: Load) -> str | None:
+    """The contest window (`start_date` / `end_date`, ISO dates, inclusive), `platforms`, and
+    with ``functional="skip"`` the functional (LeetCode) problems."""
+    day = _lcb_date(raw.get(LCB_DATE))
+    start, end, platforms = load["start_date"], load["end_date"], load["platforms"]
+    if start and day < start:
+        return f"contest_date before {start}"
+    if end and day > end:
+        return f"contest_date after {end}"
+    wanted = {p.lower() for p in platforms} if platforms else None
+    if wanted and str(raw.get(LCB_PLATFORM, "")).lower() not in wanted:
+        return f"platform {raw.get(LCB_PLATFORM)!r} not in {sorted(wanted)}"
+    if load["functional"] == "skip":
+        public = _lcb_tests(raw, LCB_PUBLIC)
+        if public and _lcb_kind(public) == "functional":
+            return "functional (LeetCode) problem, functional='skip'"
+    return None
 
-    def convert(raw: dict, ctx: _Ctx) -> dict:
-        content = _text(raw.get(LCB_CONTENT), "question_content")
-        raw_id = _text(raw.get(LCB_ID), "question_id")
-        cases = [t for field in test_fields for t in _lcb_tests(raw, field)]
-        if not cases:
-            raise _Bad(f"no test cases in {' / '.join(test_fields)}")
-        kind = _lcb_kind(cases)
-        meta = {
-            "tests": _stdio_tests(cases, "test cases"),
-            "kind": kind,
-            "platform": raw.get(LCB_PLATFORM),
-            "difficulty": raw.get(LCB_DIFFICULTY),
-            "contest_date": _lcb_date(raw.get(LCB_DATE)) or None,
-            "source_index": ctx.index,
-        }
-        if kind not in ("stdin", "functional"):
-            raise _Bad(f"unknown test type {kind!r}")
-        if kind == "functional":
-            extra = _json_value(raw.get(LCB_METADATA) or "{}", LCB_METADATA)
-            func = extra.get("func_name") if isinstance(extra, dict) else None
-            meta["func_name"] = _text(func, "metadata.func_name")
-        # The tests as the study stores them, for its reward (cptlab.verifiers.study_code).
-        meta["study_tests"] = {
-            "testtype": kind,
-            "inputs": [t["input"] for t in meta["tests"]],
-            "outputs": [t["output"] for t in meta["tests"]],
-            "fn_name": meta.get("func_name", ""),
-            "time_limit": LCB_STUDY_TIME_LIMIT,
-        }
-        meta = {k: v for k, v in meta.items() if v is not None}
-        if prompt == "study":
-            messages = _lcb_study_prompt(raw, content, meta)
-        else:
-            messages = _prompt(LCB_SYSTEM, _lcb_driver_prompt(raw, content, kind, meta))
-        return _row(name, "code", _slug(raw_id), messages, CODE_ANSWER, meta)
 
-    positions = run.filter(keep, (LCB_DATE, LCB_PLATFORM, LCB_PUBLIC))
-    return run.finish(positions, n, seed, convert)
+def _convert_livecodebench(raw: dict, ctx: _Ctx, load: Load) -> dict:
+    """`prompt="study"`: the study's code prompt, one user message; a functional problem shows
+    its method's signature without `self`, as the study does, and its tests become asserts on
+    that function (`python_unit_tests`). `prompt="driver"`: cptlab's own, with a system prompt;
+    a functional problem asks for the starter class plus a driver that reads one JSON argument
+    per line and prints `json.dumps(result)`, scored on stdin/stdout. `tests="private"` (the
+    study's) or `"all"` (public and private)."""
+    fields = (LCB_PRIVATE,) if load["tests"] == "private" else (LCB_PUBLIC, LCB_PRIVATE)
+    content = _text(raw.get(LCB_CONTENT), "question_content")
+    raw_id = _text(raw.get(LCB_ID), "question_id")
+    cases = [t for field in fields for t in _lcb_tests(raw, field)]
+    if not cases:
+        raise _Bad(f"no test cases in {' / '.join(fields)}")
+    kind = _lcb_kind(cases)
+    meta = {
+        "tests": _stdio_tests(cases, "test cases"),
+        "kind": kind,
+        "platform": raw.get(LCB_PLATFORM),
+        "difficulty": raw.get(LCB_DIFFICULTY),
+        "contest_date": _lcb_date(raw.get(LCB_DATE)) or None,
+        "source_index": ctx.index,
+    }
+    if kind not in ("stdin", "functional"):
+        raise _Bad(f"unknown test type {kind!r}")
+    if kind == "functional":
+        extra = _json_value(raw.get(LCB_METADATA) or "{}", LCB_METADATA)
+        func = extra.get("func_name") if isinstance(extra, dict) else None
+        meta["func_name"] = _text(func, "metadata.func_name")
+    # The tests as the study stores them, for its reward (cptlab.verifiers.study_code).
+    meta["study_tests"] = {
+        "testtype": kind,
+        "inputs": [t["input"] for t in meta["tests"]],
+        "outputs": [t["output"] for t in meta["tests"]],
+        "fn_name": meta.get("func_name", ""),
+        "time_limit": LCB_STUDY_TIME_LIMIT,
+    }
+    meta = {k: v for k, v in meta.items() if v is not None}
+    if load["prompt"] == "study":
+        messages = _lcb_study_prompt(raw, content, meta)
+    else:
+        messages = _prompt(LCB_SYSTEM, _lcb_driver_prompt(raw, content, kind, meta))
+    return _row("livecodebench", "code", _slug(raw_id), messages, CODE_ANSWER, meta)
+
+
+LCB_OPTIONS = {"start_date": None, "end_date": None, "platforms": None, "functional": "stdio",
+               "prompt": "study", "tests": "private"}  # fmt: skip
 
 
 ENTRIES = (
-    Benchmark("dolci_code_train", "code", "train", "python_unit_tests", load_dolci_code_train,
-              "Dolci-Think-RL-7B 'code' rows (assert tests), train",
-              study_verifier="study_code"),
-    Benchmark("dolci_code_test", "code", "id", "python_unit_tests", load_dolci_code_test,
+    Benchmark("dolci_code_train", "code", "train", "python_unit_tests",
+              _dolci("dolci_code_train", "train", DOLCI_UNIT),
+              "Dolci-Think-RL-7B 'code' rows (assert tests), train", study_verifier="study_code"),
+    Benchmark("dolci_code_test", "code", "id", "python_unit_tests",
+              _dolci("dolci_code_test", "test", DOLCI_UNIT),
               "Dolci-Think-RL-7B 'code' rows (assert tests), held out",
               study_verifier="study_code"),
     Benchmark("dolci_code_stdio_train", "code", "train", "stdio_tests",
-              load_dolci_code_stdio_train,
+              _dolci("dolci_code_stdio_train", "train", DOLCI_STDIO),
               "Dolci-Think-RL-7B 'code_stdio' rows (stdin/stdout tests), train",
               study_verifier="study_code"),
-    Benchmark("dolci_code_stdio_test", "code", "id", "stdio_tests", load_dolci_code_stdio_test,
+    Benchmark("dolci_code_stdio_test", "code", "id", "stdio_tests",
+              _dolci("dolci_code_stdio_test", "test", DOLCI_STDIO),
               "Dolci-Think-RL-7B 'code_stdio' rows (stdin/stdout tests), held out",
               study_verifier="study_code"),
-    Benchmark("livecodebench", "code", "ood", "stdio_tests", load_livecodebench,
+    Benchmark("livecodebench", "code", "ood", "stdio_tests",
+              Recipe("livecodebench", "code",
+                     Source(LCB_HUB, split="train", files=LCB_HUB_FILES),
+                     CODE_FORMAT,
+                     _convert_livecodebench, keep=_keep_livecodebench,
+                     columns=(LCB_DATE, LCB_PLATFORM, LCB_PUBLIC), check=_check_livecodebench,
+                     options=LCB_OPTIONS),
               "LiveCodeBench v6, private tests, the study's prompt", study_verifier="study_code"),
 )  # fmt: skip

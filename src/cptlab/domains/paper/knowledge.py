@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -11,20 +10,18 @@ from cptlab.domains.paper.common import (
     PathSpec,
     _Bad,
     _check_hub_options,
-    _check_n,
     _Ctx,
     _json_value,
     _open,
     _open_one,
     _options_text,
-    _prompt,
     _row,
-    _Run,
     _slug,
     _Source,
     _text,
 )
-from cptlab.domains.registry import Benchmark
+from cptlab.domains.paper.pipeline import Load, Recipe
+from cptlab.domains.registry import Benchmark, Prompt, Source
 
 # MMLU-Redux 2.0 (edinburgh-dawg/mmlu-redux-2.0, one config per subject, split "test"):
 #   question, choices [4 str], answer (int 0-3), error_type ("ok", "bad_question_clarity",
@@ -84,87 +81,86 @@ def _mmlu_index(value: Any, what: str) -> int:
     return index
 
 
-def load_mmlu_redux(
-    n: int | None = None,
-    seed: int = 0,
-    path: PathSpec = None,
-    *,
-    keep_error_types: Sequence[str] = MMLU_KEEP_ERROR_TYPES,
-    fix_wrong_groundtruth: bool = False,
-    subjects: Sequence[str] | None = None,
-    strict: bool = True,
-    **hub: Any,
-) -> list[dict]:
-    """MMLU-Redux 2.0: rows whose error_type is not in `keep_error_types` are excluded (counted
-    per error type). `fix_wrong_groundtruth=True` keeps "wrong_groundtruth" rows with the
-    annotators' `correct_answer` instead."""
-    _check_n(n)
-    name = "mmlu_redux"
-    keep_types = set(keep_error_types) | ({"wrong_groundtruth"} if fix_wrong_groundtruth else set())
-    local = isinstance(path, str | Path) and Path(path).expanduser().exists()
+# cptlab's prompt (the study publishes none for MMLU-Redux).
+MMLU_PROMPT = Prompt(
+    "The following is a multiple-choice question about {topic}.\n\n{question}\n\n{options}\n\n"
+    'Think step by step, then finish with "The answer is X", where X is the letter of the '
+    "correct option."
+)
+
+
+def _open_mmlu(load: Load, path: PathSpec) -> _Source:
+    """A local file or folder (one file per subject), or the hub repo: one config per subject."""
+    name, hub = load.recipe.name, load.hub
+    load.state["local"] = local = isinstance(path, str | Path) and Path(path).expanduser().exists()
     if local or (path is not None and not isinstance(path, str)):
-        source = _open(name, path, None, **hub)
-    else:
-        repo = str(path) if path is not None else MMLU_REDUX_HUB
-        _check_hub_options(name, hub)
-        options = {"hub_split": "test", "config": None, "cache_dir": None, "hub_kwargs": None}
-        options.update(hub)
-        config = options.pop("config")
-        segments = []
-        for subject in subjects or MMLU_SUBJECTS:
-            label = f"{repo}/{subject}"
-            segments += _open_one(name, repo, config=config or subject, label=label, **options)
-        source = _Source(name, segments)
-    run = _Run(name, source, strict)
-    wanted_subjects = set(subjects) if subjects else None
+        return _open(name, path, None, **hub)
+    repo = str(path) if path is not None else MMLU_REDUX_HUB
+    _check_hub_options(name, hub)
+    options = {"hub_split": "test", "config": None, "cache_dir": None, "hub_kwargs": None}
+    options.update(hub)
+    config = options.pop("config")
+    segments = []
+    for subject in load["subjects"] or MMLU_SUBJECTS:
+        label = f"{repo}/{subject}"
+        segments += _open_one(name, repo, config=config or subject, label=label, **options)
+    return _Source(name, segments)
 
-    def keep(raw: dict) -> str | None:
-        error_type = raw.get(MMLU_ERROR_TYPE)
-        if error_type not in keep_types:
-            return f"error_type={error_type!r}"
-        return None
 
-    def convert(raw: dict, ctx: _Ctx) -> dict:
-        subject = _mmlu_subject(raw, ctx.label)
-        question = _text(raw.get(MMLU_QUESTION), "question")
-        choices = _json_value(raw.get(MMLU_CHOICES), "choices")
-        if not isinstance(choices, list) or len(choices) < 2:
-            raise _Bad("choices must be a list of 2+ options")
-        options = [_text(c, f"option {k}") for k, c in enumerate(choices)]
-        index = _mmlu_index(raw.get(MMLU_ANSWER), "answer")
-        error_type = raw.get(MMLU_ERROR_TYPE)
-        if error_type == "wrong_groundtruth" and fix_wrong_groundtruth:
-            index = _mmlu_index(raw.get(MMLU_CORRECT_ANSWER), "correct_answer")
-        if not 0 <= index < len(options):
-            raise _Bad(f"answer index {index} out of range for {len(options)} options")
-        topic = subject.replace("_", " ")
-        user = (
-            f"The following is a multiple-choice question about {topic}.\n\n{question}\n\n"
-            f"{_options_text(options)}\n\nThink step by step, then finish with "
-            '"The answer is X", where X is the letter of the correct option.'
-        )
-        meta = {
-            "options": options,
-            "subject": subject,
-            "error_type": error_type,
-            "source_index": ctx.local,
-        }
-        key = f"{_slug(subject)}-{ctx.local}"
-        return _row(name, "knowledge", key, _prompt(None, user), LETTERS[index], meta)
+def _select_subjects(load: Load, source: _Source) -> _Source:
+    """Local files of subjects not in `subjects` are excluded (the hub reads only those)."""
+    wanted = load["subjects"]
+    if not wanted or not load.state["local"]:
+        return source
+    kept = []
+    for segment in source.segments:
+        if _mmlu_subject({}, segment.label) in wanted:
+            kept.append(segment)
+        else:
+            load.run.excluded["subject not selected"] += len(segment)
+    return _Source(source.dataset, kept)
 
-    positions = run.filter(keep, (MMLU_ERROR_TYPE,))
-    if wanted_subjects is not None and local:
-        kept = []
-        for i in positions:
-            if _mmlu_subject({}, source.ctx(i).label) in wanted_subjects:
-                kept.append(i)
-            else:
-                run.excluded["subject not selected"] += 1
-        positions = kept
-    return run.finish(positions, n, seed, convert)
 
+def _keep_mmlu(raw: dict, load: Load) -> str | None:
+    """Rows whose error_type is not kept are excluded, counted per error type;
+    `fix_wrong_groundtruth` keeps "wrong_groundtruth" rows with the annotators' answer."""
+    kept = set(load["keep_error_types"]) | (
+        {"wrong_groundtruth"} if load["fix_wrong_groundtruth"] else set()
+    )
+    error_type = raw.get(MMLU_ERROR_TYPE)
+    return None if error_type in kept else f"error_type={error_type!r}"
+
+
+def _convert_mmlu(raw: dict, ctx: _Ctx, load: Load) -> dict:
+    subject = _mmlu_subject(raw, ctx.label)
+    question = _text(raw.get(MMLU_QUESTION), "question")
+    choices = _json_value(raw.get(MMLU_CHOICES), "choices")
+    if not isinstance(choices, list) or len(choices) < 2:
+        raise _Bad("choices must be a list of 2+ options")
+    options = [_text(c, f"option {k}") for k, c in enumerate(choices)]
+    index = _mmlu_index(raw.get(MMLU_ANSWER), "answer")
+    error_type = raw.get(MMLU_ERROR_TYPE)
+    if error_type == "wrong_groundtruth" and load["fix_wrong_groundtruth"]:
+        index = _mmlu_index(raw.get(MMLU_CORRECT_ANSWER), "correct_answer")
+    if not 0 <= index < len(options):
+        raise _Bad(f"answer index {index} out of range for {len(options)} options")
+    messages = MMLU_PROMPT.messages(
+        topic=subject.replace("_", " "), question=question, options=_options_text(options)
+    )
+    meta = {"options": options, "subject": subject, "error_type": error_type,
+            "source_index": ctx.local}  # fmt: skip
+    key = f"{_slug(subject)}-{ctx.local}"
+    return _row("mmlu_redux", "knowledge", key, messages, LETTERS[index], meta)
+
+
+MMLU_OPTIONS = {"keep_error_types": MMLU_KEEP_ERROR_TYPES, "fix_wrong_groundtruth": False,
+                "subjects": None}  # fmt: skip
 
 ENTRIES = (
-    Benchmark("mmlu_redux", "knowledge", "ood", "mcq_letter", load_mmlu_redux,
+    Benchmark("mmlu_redux", "knowledge", "ood", "mcq_letter",
+              Recipe("mmlu_redux", "knowledge",
+                     Source(MMLU_REDUX_HUB, split="test", also="local files, one per subject"),
+                     MMLU_PROMPT, _convert_mmlu, keep=_keep_mmlu, columns=(MMLU_ERROR_TYPE,),
+                     open=_open_mmlu, expand=_select_subjects, options=MMLU_OPTIONS),
               "MMLU-Redux 2.0, error_type 'ok' rows"),
 )  # fmt: skip

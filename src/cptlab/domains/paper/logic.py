@@ -6,20 +6,16 @@ import json
 from typing import Any
 
 from cptlab.domains.paper.common import (
-    PathSpec,
     _Bad,
-    _check_n,
     _Ctx,
     _digest,
     _json_value,
-    _open,
-    _prompt,
     _row,
-    _Run,
     _slug,
     _text,
 )
-from cptlab.domains.registry import Benchmark
+from cptlab.domains.paper.pipeline import Load, Recipe
+from cptlab.domains.registry import Benchmark, Prompt, Source
 
 # ZebraLogic (allenai/ZebraLogicBench-private, config "grid_mode", split "test"; the public
 # allenai/ZebraLogicBench masks the solutions):
@@ -53,43 +49,34 @@ def zebra_grid(solution: Any) -> dict:
     return grid
 
 
-def load_zebralogic(
-    n: int | None = None,
-    seed: int = 0,
-    path: PathSpec = None,
-    *,
-    strict: bool = True,
-    **hub: Any,
-) -> list[dict]:
-    """ZebraLogic grid puzzles; the answer is the JSON solution grid (cell accuracy)."""
-    _check_n(n)
-    name = "zebralogic"
-    source = _open(name, path, ZEBRA_HUB, **{"config": ZEBRA_CONFIG, "hub_split": "test", **hub})
-    run = _Run(name, source, strict)
+# cptlab's prompt (the study publishes none for ZebraLogic): the puzzle, then the answer form
+# of ZebraLogic's own evaluation, a JSON grid with every cell to fill.
+ZEBRA_PROMPT = Prompt(
+    "{puzzle}\n\nSolve the puzzle. Explain your reasoning, then give your answer as a JSON object "
+    "of the following form, with every ___ replaced by the right value:\n```json\n{template}\n```"
+)
 
-    def convert(raw: dict, ctx: _Ctx) -> dict:
-        puzzle = _text(raw.get(ZEBRA_PUZZLE), "puzzle")
-        grid = zebra_grid(raw.get(ZEBRA_SOLUTION))
-        template = {
-            "reasoning": "___",
-            "solution": {h: {a: "___" for a in attrs} for h, attrs in grid.items()},
-        }
-        user = (
-            f"{puzzle}\n\nSolve the puzzle. Explain your reasoning, then give your answer as a "
-            "JSON object of the following form, with every ___ replaced by the right value:\n"
-            f"```json\n{json.dumps(template, indent=2)}\n```"
-        )
-        raw_id = raw.get(ZEBRA_ID)
-        key = _slug(str(raw_id)) if raw_id else _digest(puzzle)
-        meta = {"size": raw.get(ZEBRA_SIZE), "source_index": ctx.index}
-        meta = {k: v for k, v in meta.items() if v is not None}
-        answer = json.dumps(grid, ensure_ascii=False)
-        return _row(name, "logic", key, _prompt(None, user), answer, meta)
 
-    return run.finish(run.filter(None), n, seed, convert)
+def _convert_zebralogic(raw: dict, ctx: _Ctx, load: Load) -> dict:
+    """The answer is the JSON solution grid (scored by cell accuracy)."""
+    puzzle = _text(raw.get(ZEBRA_PUZZLE), "puzzle")
+    grid = zebra_grid(raw.get(ZEBRA_SOLUTION))
+    template = {
+        "reasoning": "___",
+        "solution": {h: {a: "___" for a in attrs} for h, attrs in grid.items()},
+    }
+    messages = ZEBRA_PROMPT.messages(puzzle=puzzle, template=json.dumps(template, indent=2))
+    raw_id = raw.get(ZEBRA_ID)
+    key = _slug(str(raw_id)) if raw_id else _digest(puzzle)
+    meta = {"size": raw.get(ZEBRA_SIZE), "source_index": ctx.index}
+    meta = {k: v for k, v in meta.items() if v is not None}
+    answer = json.dumps(grid, ensure_ascii=False)
+    return _row("zebralogic", "logic", key, messages, answer, meta)
 
 
 ENTRIES = (
-    Benchmark("zebralogic", "logic", "ood", "zebra_grid", load_zebralogic,
+    Benchmark("zebralogic", "logic", "ood", "zebra_grid",
+              Recipe("zebralogic", "logic", Source(ZEBRA_HUB, config=ZEBRA_CONFIG, split="test"),
+                     ZEBRA_PROMPT, _convert_zebralogic),
               "ZebraLogic grid puzzles"),
 )  # fmt: skip

@@ -7,22 +7,18 @@ from collections.abc import Sequence
 from typing import Any
 
 from cptlab.domains.paper.common import (
-    PathSpec,
     _Bad,
-    _check_n,
     _Ctx,
     _digest,
     _duplicate,
     _first,
     _last_user,
-    _open,
-    _prompt,
     _row,
-    _Run,
     _slug,
     _text,
 )
-from cptlab.domains.registry import Benchmark
+from cptlab.domains.paper.pipeline import Load, Recipe
+from cptlab.domains.registry import Benchmark, Prompt, Source
 from cptlab.verifiers.math import last_boxed
 
 # The study's math prompt is "{problem}\n\n" + this (Moenupa/SDPO-CL, data/format/prompts.py:
@@ -84,9 +80,12 @@ def _math_answer(raw: dict, answer_keys: Sequence[str], solution_keys: Sequence[
     return _text(boxed, "answer") if boxed is not None else text
 
 
+# The study's prompt format (the instruction's braces doubled for str.format).
+MATH_PROMPT = Prompt("{problem}\n\n" + MATH_INSTRUCTION.replace("{}", "{{}}"))
+
+
 def _math_row(name: str, key: str, problem: str, answer: str, meta: dict) -> dict:
-    user = f"{problem}\n\n{MATH_INSTRUCTION}"
-    return _row(name, "math", key, _prompt(None, user), answer, meta)
+    return _row(name, "math", key, MATH_PROMPT.messages(problem=problem), answer, meta)
 
 
 def _dapo_problem(raw: dict) -> str:
@@ -110,38 +109,21 @@ def _dapo_answer(raw: dict) -> str:
     return _text(value, "answer (reward_model.ground_truth)")
 
 
-def load_dapo_math(
-    n: int | None = None,
-    seed: int = 0,
-    path: PathSpec = None,
-    *,
-    dedupe: bool = True,
-    strict: bool = True,
-    **hub: Any,
-) -> list[dict]:
-    """DAPO-Math-17k training prompts, deduplicated by problem text."""
-    _check_n(n)
-    name = "dapo_math"
-    source = _open(name, path, DAPO_HUB, **{"hub_split": "train", **hub})
-    run = _Run(name, source, strict)
-    seen: dict[str, str] = {}
+def _keep_dapo(raw: dict, load: Load) -> str | None:
+    if not load["dedupe"]:
+        return None
+    problem, answer = _dapo_problem(raw), _dapo_answer(raw)
+    return _duplicate(load.state.setdefault("seen", {}), " ".join(problem.split()), answer,
+                      "problem")  # fmt: skip
 
-    def keep(raw: dict) -> str | None:
-        if not dedupe:
-            return None
-        problem, answer = _dapo_problem(raw), _dapo_answer(raw)
-        return _duplicate(seen, " ".join(problem.split()), answer, "problem")
 
-    def convert(raw: dict, ctx: _Ctx) -> dict:
-        problem, answer = _dapo_problem(raw), _dapo_answer(raw)
-        extra = raw.get(DAPO_EXTRA)
-        meta = {"source_index": ctx.index}
-        if isinstance(extra, dict) and extra.get("index") is not None:
-            meta["source_id"] = str(extra["index"])
-        return _math_row(name, _digest(" ".join(problem.split())), problem, answer, meta)
-
-    positions = run.filter(keep, (DAPO_PROMPT, DAPO_REWARD, DAPO_SOLUTION))
-    return run.finish(positions, n, seed, convert)
+def _convert_dapo(raw: dict, ctx: _Ctx, load: Load) -> dict:
+    problem, answer = _dapo_problem(raw), _dapo_answer(raw)
+    extra = raw.get(DAPO_EXTRA)
+    meta = {"source_index": ctx.index}
+    if isinstance(extra, dict) and extra.get("index") is not None:
+        meta["source_id"] = str(extra["index"])
+    return _math_row("dapo_math", _digest(" ".join(problem.split())), problem, answer, meta)
 
 
 def _aime_year(raw: dict, raw_id: Any, label: str) -> str | None:
@@ -155,70 +137,44 @@ def _aime_year(raw: dict, raw_id: Any, label: str) -> str | None:
     return "20" + found.group(1) if found else None
 
 
-def load_aime(
-    n: int | None = None,
-    seed: int = 0,
-    path: PathSpec = None,
-    *,
-    strict: bool = True,
-    **hub: Any,
-) -> list[dict]:
-    """AIME 2024 + 2025 (two sources by default: one per year); integer answers 0-999."""
-    _check_n(n)
-    name = "aime"
-    source = _open(name, path, AIME_HUB, **{"hub_split": "test", **hub})
-    run = _Run(name, source, strict)
-
-    def convert(raw: dict, ctx: _Ctx) -> dict:
-        problem = _text(_first(raw, AIME_PROBLEM), "problem")
-        answer = _math_answer(raw, AIME_ANSWER, AIME_SOLUTION)
-        if not re.fullmatch(r"\d{1,3}", answer):
-            raise _Bad(f"AIME answer {answer[:40]!r} is not an integer 0-999")
-        answer = str(int(answer))
-        raw_id = _first(raw, AIME_ID)
-        key = f"{_slug(ctx.label)}-{_slug(str(raw_id)) if raw_id is not None else ctx.local}"
-        meta = {"source": ctx.label, "source_index": ctx.local}
-        if raw_id is not None:
-            meta["source_id"] = str(raw_id)
-        year = _aime_year(raw, raw_id, ctx.label)
-        if year is not None:
-            meta["year"] = year
-        return _math_row(name, key, problem, answer, meta)
-
-    return run.finish(run.filter(None), n, seed, convert)
+def _convert_aime(raw: dict, ctx: _Ctx, load: Load) -> dict:
+    problem = _text(_first(raw, AIME_PROBLEM), "problem")
+    answer = _math_answer(raw, AIME_ANSWER, AIME_SOLUTION)
+    if not re.fullmatch(r"\d{1,3}", answer):
+        raise _Bad(f"AIME answer {answer[:40]!r} is not an integer 0-999")
+    answer = str(int(answer))
+    raw_id = _first(raw, AIME_ID)
+    key = f"{_slug(ctx.label)}-{_slug(str(raw_id)) if raw_id is not None else ctx.local}"
+    meta = {"source": ctx.label, "source_index": ctx.local}
+    if raw_id is not None:
+        meta["source_id"] = str(raw_id)
+    year = _aime_year(raw, raw_id, ctx.label)
+    if year is not None:
+        meta["year"] = year
+    return _math_row("aime", key, problem, answer, meta)
 
 
-def load_math500(
-    n: int | None = None,
-    seed: int = 0,
-    path: PathSpec = None,
-    *,
-    strict: bool = True,
-    **hub: Any,
-) -> list[dict]:
-    """MATH-500: the 500-problem subset of MATH used by PRM800K."""
-    _check_n(n)
-    name = "math500"
-    source = _open(name, path, MATH500_HUB, **{"hub_split": "test", **hub})
-    run = _Run(name, source, strict)
-
-    def convert(raw: dict, ctx: _Ctx) -> dict:
-        problem = _text(raw.get(MATH500_PROBLEM), "problem")
-        answer = _math_answer(raw, (MATH500_ANSWER,), ("solution",))
-        raw_id = raw.get(MATH500_ID)
-        key = str(raw_id).removesuffix(".json") if raw_id else f"{ctx.index}"
-        meta = {"source_index": ctx.index, "subject": raw.get("subject"), "level": raw.get("level")}
-        meta = {k: v for k, v in meta.items() if v is not None}
-        return _math_row(name, key, problem, answer, meta)
-
-    return run.finish(run.filter(None), n, seed, convert)
+def _convert_math500(raw: dict, ctx: _Ctx, load: Load) -> dict:
+    problem = _text(raw.get(MATH500_PROBLEM), "problem")
+    answer = _math_answer(raw, (MATH500_ANSWER,), ("solution",))
+    raw_id = raw.get(MATH500_ID)
+    key = str(raw_id).removesuffix(".json") if raw_id else f"{ctx.index}"
+    meta = {"source_index": ctx.index, "subject": raw.get("subject"), "level": raw.get("level")}
+    meta = {k: v for k, v in meta.items() if v is not None}
+    return _math_row("math500", key, problem, answer, meta)
 
 
 ENTRIES = (
-    Benchmark("dapo_math", "math", "train", "math_boxed", load_dapo_math,
+    Benchmark("dapo_math", "math", "train", "math_boxed",
+              Recipe("dapo_math", "math", Source(DAPO_HUB, split="train"), MATH_PROMPT,
+                     _convert_dapo, keep=_keep_dapo, columns=(DAPO_PROMPT, DAPO_REWARD,
+                     DAPO_SOLUTION), options={"dedupe": True}),
               "DAPO-Math-17k, deduplicated", study_verifier="study_math"),
-    Benchmark("aime", "math", "id", "math_boxed", load_aime, "AIME 2024 + 2025",
-              study_verifier="study_math"),
-    Benchmark("math500", "math", "ood", "math_boxed", load_math500, "MATH-500",
-              study_verifier="study_math"),
+    Benchmark("aime", "math", "id", "math_boxed",
+              Recipe("aime", "math", Source(AIME_HUB, split="test"), MATH_PROMPT, _convert_aime),
+              "AIME 2024 + 2025 (one source per year)", study_verifier="study_math"),
+    Benchmark("math500", "math", "ood", "math_boxed",
+              Recipe("math500", "math", Source(MATH500_HUB, split="test"), MATH_PROMPT,
+                     _convert_math500),
+              "MATH-500", study_verifier="study_math"),
 )  # fmt: skip

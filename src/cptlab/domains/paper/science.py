@@ -9,22 +9,16 @@ from typing import Any
 
 from cptlab.domains.paper.common import (
     LETTERS,
-    SPLIT_SEED,
-    TEST_FRACTION,
-    PathSpec,
     _Bad,
-    _check_n,
     _Ctx,
     _digest,
-    _open,
     _prompt,
     _row,
-    _Run,
     _slug,
     _text,
-    holdout_split,
 )
-from cptlab.domains.registry import Benchmark
+from cptlab.domains.paper.pipeline import Holdout, Load, Recipe
+from cptlab.domains.registry import Benchmark, Prompt, Source
 
 # SciKnowEval (hicai-zju/SciKnowEval, one split "test"):
 #   question, choices {"text": [...], "label": ["A", ...]}, answerKey "B",
@@ -61,6 +55,7 @@ A
 </answer>
 """  # noqa: E501
 SCIKNOWEVAL_SUFFIX = "\nPlease reason step by step."  # data/format/sciknoweval.py: format()
+SCIKNOWEVAL_PROMPT = Prompt("{question}\n\n{options}" + SCIKNOWEVAL_SUFFIX, SCIKNOWEVAL_SYSTEM)
 
 # The study's prepared files (Moenupa/SDPO-CL datasets/sciknoweval/<domain>.json and its
 # <domain>/{train,test}.json split): rows already in the prompt format above,
@@ -88,6 +83,8 @@ GPQA_PROMPT = """Return your final response within \\boxed{{}} and only include 
 Problem: {problem}
 Options: {options}
 Answer:"""  # noqa: E501
+# The prompt format: the template above, filled once (its `\\boxed{{}}` becomes `\\boxed{}`).
+GPQA_FORMAT = Prompt("{text}")
 
 
 def _ske_level(raw: dict) -> Any:
@@ -120,8 +117,13 @@ def _ske_options(raw: dict) -> tuple[list[str], list[str], str]:
 
 def sciknoweval_user_text(question: str, options: Sequence[str], labels: Sequence[str]) -> str:
     """The study's user message: question, blank line, `A: text` lines, the instruction."""
-    lines = "\n".join(f"{label}: {text}" for label, text in zip(labels, options, strict=True))
-    return f"{question}\n\n{lines}{SCIKNOWEVAL_SUFFIX}"
+    return SCIKNOWEVAL_PROMPT.messages(question=question, options=_ske_lines(options, labels))[1][
+        "content"
+    ]
+
+
+def _ske_lines(options: Sequence[str], labels: Sequence[str]) -> str:
+    return "\n".join(f"{label}: {text}" for label, text in zip(labels, options, strict=True))
 
 
 def study_options(user: str) -> list[str]:
@@ -151,119 +153,91 @@ def _study_domain(origin: str) -> str:
     return next((p for p in reversed(parts) if p in SKE_ALL_DOMAINS), _slug(parts[-1]))
 
 
-def _load_sciknoweval(
-    name: str,
-    part: str,
-    n: int | None,
-    seed: int,
-    path: PathSpec,
-    *,
-    levels: Sequence[str] = SKE_LEVELS,
-    types: Sequence[str] = SKE_TYPES,
-    domains: Sequence[str] | None = SKE_DOMAINS,
-    holdout: float | None = TEST_FRACTION,
-    split_seed: int = SPLIT_SEED,
-    strict: bool = True,
-    **hub: Any,
-) -> list[dict]:
-    """SciKnowEval as the study prepares it: filter the hub rows by domain, level and type,
-    then split each domain on its own (`holdout`, `split_seed`; no de-duplication first, as
-    in the study). `path` may also be the study's prepared files: each file is one domain,
-    already filtered and formatted (its `<domain>.json`, split here; or its `train.json` /
-    `test.json` with ``holdout=None``)."""
-    _check_n(n)
-    source = _open(name, path, SCIKNOWEVAL_HUB, **{"hub_split": "test", **hub})
-    run = _Run(name, source, strict)
-    wanted = set(domains) if domains else None
-    # Every kept raw row's (domain, index within its domain), the study's `idx`.
-    group_of: dict[int, tuple[str, int]] = {}
-    counts: dict[str, int] = {}
-
-    def keep(raw: dict) -> str | None:
-        if is_study_file_row(raw):
-            return None
-        if raw.get(SKE_TYPE) not in types:
-            return f"type {raw.get(SKE_TYPE)!r} not in {list(types)}"
-        if _ske_level(raw) not in levels:
-            return f"level {_ske_level(raw)!r} not in {list(levels)}"
-        if wanted is not None and raw.get(SKE_DOMAIN) not in wanted:
-            return f"domain {raw.get(SKE_DOMAIN)!r} not in {sorted(wanted)}"
-        _text(raw.get(SKE_QUESTION), "question")
-        _ske_options(raw)
+def _keep_sciknoweval(raw: dict, load: Load) -> str | None:
+    """The study's filters (data/format/sciknoweval.py); a study-prepared row is kept as is."""
+    if is_study_file_row(raw):
         return None
+    if raw.get(SKE_TYPE) not in load["types"]:
+        return f"type {raw.get(SKE_TYPE)!r} not in {list(load['types'])}"
+    if _ske_level(raw) not in load["levels"]:
+        return f"level {_ske_level(raw)!r} not in {list(load['levels'])}"
+    domains = load["domains"]
+    if domains and raw.get(SKE_DOMAIN) not in domains:
+        return f"domain {raw.get(SKE_DOMAIN)!r} not in {sorted(domains)}"
+    _text(raw.get(SKE_QUESTION), "question")
+    _ske_options(raw)
+    return None
 
-    def convert(raw: dict, ctx: _Ctx) -> dict:
-        domain, index = group_of[ctx.index]
-        if is_study_file_row(raw):
-            system = _text(raw.get(STUDY_SYSTEM), "system")
-            user = _text(raw.get(STUDY_PROMPT), "prompt")
-            answer = _text(raw.get(STUDY_ANSWER), "answer")
-            options = study_options(user)
-            if answer not in LETTERS[: len(options)]:
-                raise _Bad(f"answer {answer!r} is not one of the {len(options)} option letters")
-            system, user = raw[STUDY_SYSTEM], raw[STUDY_PROMPT]  # as published, unstripped
-            meta = {"options": options, "source_index": ctx.index, "science_domain": domain}
-        else:
-            options, labels, answer = _ske_options(raw)
-            system = SCIKNOWEVAL_SYSTEM
-            user = sciknoweval_user_text(str(raw[SKE_QUESTION]), options, labels)
-            details = raw.get(SKE_DETAILS) if isinstance(raw.get(SKE_DETAILS), dict) else {}
-            meta = {
-                "options": options,
-                "source_index": ctx.index,
-                "type": raw.get(SKE_TYPE),
-                "level": _ske_level(raw),
-                "science_domain": raw.get(SKE_DOMAIN),
-                "task": details.get("task"),
-                "subtask": details.get("subtask"),
-            }
-            meta = {k: v for k, v in meta.items() if v is not None}
-        meta["study_index"] = index
-        key = f"{_slug(domain.lower())}-{index}"
-        return _row(name, "science", key, _prompt(system, user), answer, meta)
 
-    positions = run.filter(
-        keep,
-        (SKE_TYPE, SKE_DETAILS, SKE_LEVEL, SKE_DOMAIN, SKE_QUESTION, SKE_CHOICES, SKE_ANSWER,
-         STUDY_PROMPT, STUDY_SYSTEM, STUDY_ANSWER, STUDY_INDEX),
-    )  # fmt: skip
-    # Group by domain (a raw row's field, a study file's path), in source order.
-    groups: dict[str, list[int]] = {}
+def _group_sciknoweval(load: Load, positions: list[int]) -> dict[str, list[int]]:
+    """Each science domain (a raw row's field, a study file's path) is split on its own; the
+    study's `idx` of each row is its index within its domain."""
+    source, groups = load.run.source, {}
+    where = load.state["where"] = {}
     for i in positions:
         raw = source.row(i)
         if is_study_file_row(raw):
             domain = _study_domain(source.locate(i)[0].origin)
             index = raw.get(STUDY_INDEX)
             if isinstance(index, bool) or not isinstance(index, int):
-                index = counts.get(domain, 0)
+                index = len(groups.get(domain, []))
         else:
             domain = str(raw.get(SKE_DOMAIN) or "unknown")
-            index = counts.get(domain, 0)
-        counts[domain] = counts.get(domain, 0) + 1
-        group_of[i] = (domain, index)
+            index = len(groups.get(domain, []))
+        where[i] = (domain, index)
         groups.setdefault(domain, []).append(i)
-    if holdout is not None:
-        chosen = {
-            i
-            for members in groups.values()
-            for i in holdout_split(members, part, holdout, split_seed)
+    return groups
+
+
+def _convert_sciknoweval(raw: dict, ctx: _Ctx, load: Load) -> dict:
+    if "where" not in load.state:  # holdout=None: the grouping never ran
+        _group_sciknoweval(load, list(range(len(load.run.source))))
+    domain, index = load.state["where"][ctx.index]
+    if is_study_file_row(raw):
+        _text(raw.get(STUDY_SYSTEM), "system")
+        user = _text(raw.get(STUDY_PROMPT), "prompt")
+        answer = _text(raw.get(STUDY_ANSWER), "answer")
+        options = study_options(user)
+        if answer not in LETTERS[: len(options)]:
+            raise _Bad(f"answer {answer!r} is not one of the {len(options)} option letters")
+        messages = _prompt(raw[STUDY_SYSTEM], raw[STUDY_PROMPT])  # as published, unstripped
+        meta = {"options": options, "source_index": ctx.index, "science_domain": domain}
+    else:
+        options, labels, answer = _ske_options(raw)
+        messages = SCIKNOWEVAL_PROMPT.messages(
+            question=str(raw[SKE_QUESTION]), options=_ske_lines(options, labels)
+        )
+        details = raw.get(SKE_DETAILS) if isinstance(raw.get(SKE_DETAILS), dict) else {}
+        meta = {
+            "options": options,
+            "source_index": ctx.index,
+            "type": raw.get(SKE_TYPE),
+            "level": _ske_level(raw),
+            "science_domain": raw.get(SKE_DOMAIN),
+            "task": details.get("task"),
+            "subtask": details.get("subtask"),
         }
-        positions = [i for i in positions if i in chosen]
-    return run.finish(positions, n, seed, convert)
+        meta = {k: v for k, v in meta.items() if v is not None}
+    meta["study_index"] = index
+    key = f"{_slug(domain.lower())}-{index}"
+    return _row(load.recipe.name, "science", key, messages, answer, meta)
 
 
-def load_sciknoweval_train(
-    n: int | None = None, seed: int = 0, path: PathSpec = None, **options: Any
-) -> list[dict]:
-    """SciKnowEval L3 2-/4-choice MCQ (Chemistry), the 90% training part of each domain."""
-    return _load_sciknoweval("sciknoweval_train", "train", n, seed, path, **options)
-
-
-def load_sciknoweval_test(
-    n: int | None = None, seed: int = 0, path: PathSpec = None, **options: Any
-) -> list[dict]:
-    """SciKnowEval L3 2-/4-choice MCQ (Chemistry), the 10% held-out part of each domain."""
-    return _load_sciknoweval("sciknoweval_test", "test", n, seed, path, **options)
+def _sciknoweval(name: str, part: str) -> Recipe:
+    """SciKnowEval as the study prepares it: filter the hub rows by domain, level and type, then
+    split each domain on its own (no de-duplication first, as in the study). `path` may also be
+    the study's prepared files: each is one domain, already filtered and formatted (its
+    `<domain>.json`, split here; or its `train.json` / `test.json` with ``holdout=None``)."""
+    return Recipe(
+        name, "science",
+        Source(SCIKNOWEVAL_HUB, split="test",
+               also="a local copy; the study's datasets/sciknoweval/<domain>.json or its splits"),
+        SCIKNOWEVAL_PROMPT, _convert_sciknoweval, keep=_keep_sciknoweval,
+        columns=(SKE_TYPE, SKE_DETAILS, SKE_LEVEL, SKE_DOMAIN, SKE_QUESTION, SKE_CHOICES,
+                 SKE_ANSWER, STUDY_PROMPT, STUDY_SYSTEM, STUDY_ANSWER, STUDY_INDEX),
+        holdout=Holdout(part), group=_group_sciknoweval,
+        options={"levels": SKE_LEVELS, "types": SKE_TYPES, "domains": SKE_DOMAINS},
+    )  # fmt: skip
 
 
 def gpqa_option_order(record_id: str, option_seed: int) -> list[int]:
@@ -276,55 +250,44 @@ def gpqa_option_order(record_id: str, option_seed: int) -> list[int]:
     return order
 
 
-def load_gpqa_diamond(
-    n: int | None = None,
-    seed: int = 0,
-    path: PathSpec = None,
-    *,
-    option_seed: int | None = None,
-    strict: bool = True,
-    **hub: Any,
-) -> list[dict]:
-    """GPQA-Diamond with the options shuffled per question (`option_seed`, default `seed`)."""
-    _check_n(n)
-    name = "gpqa_diamond"
-    source = _open(name, path, GPQA_HUB, **{"config": GPQA_CONFIG, "hub_split": "train", **hub})
-    run = _Run(name, source, strict)
-    shuffle_seed = seed if option_seed is None else option_seed
-
-    def convert(raw: dict, ctx: _Ctx) -> dict:
-        question = _text(raw.get(GPQA_QUESTION), "Question")
-        choices = [_text(raw.get(GPQA_CORRECT), GPQA_CORRECT)]
-        choices += [_text(raw.get(k), k) for k in GPQA_INCORRECT]
-        if len(set(choices)) != len(choices):
-            raise _Bad("two options have the same text")
-        record_id = raw.get(GPQA_ID)
-        key = _slug(str(record_id)) if record_id else _digest(question)
-        order = gpqa_option_order(key, shuffle_seed)
-        options = [choices[k] for k in order]
-        answer = LETTERS[order.index(0)]
-        listed = ", ".join(f"{LETTERS[k]}) {text}" for k, text in enumerate(options))
-        user = GPQA_PROMPT.format(problem=raw[GPQA_QUESTION], options=listed)
-        meta = {
-            "options": options,
-            "option_seed": shuffle_seed,
-            "source_index": ctx.index,
-            "domain": raw.get(GPQA_DOMAIN),
-            "subdomain": raw.get(GPQA_SUBDOMAIN),
-        }
-        meta = {k: v for k, v in meta.items() if v is not None}
-        return _row(name, "science", key, _prompt(None, user), answer, meta)
-
-    return run.finish(run.filter(None), n, seed, convert)
+def _convert_gpqa(raw: dict, ctx: _Ctx, load: Load) -> dict:
+    """Options shuffled per question with `option_seed` (default: the load's `seed`)."""
+    question = _text(raw.get(GPQA_QUESTION), "Question")
+    choices = [_text(raw.get(GPQA_CORRECT), GPQA_CORRECT)]
+    choices += [_text(raw.get(k), k) for k in GPQA_INCORRECT]
+    if len(set(choices)) != len(choices):
+        raise _Bad("two options have the same text")
+    record_id = raw.get(GPQA_ID)
+    key = _slug(str(record_id)) if record_id else _digest(question)
+    shuffle_seed = load.seed if load["option_seed"] is None else load["option_seed"]
+    order = gpqa_option_order(key, shuffle_seed)
+    options = [choices[k] for k in order]
+    answer = LETTERS[order.index(0)]
+    listed = ", ".join(f"{LETTERS[k]}) {text}" for k, text in enumerate(options))
+    text = GPQA_PROMPT.format(problem=raw[GPQA_QUESTION], options=listed)
+    meta = {
+        "options": options,
+        "option_seed": shuffle_seed,
+        "source_index": ctx.index,
+        "domain": raw.get(GPQA_DOMAIN),
+        "subdomain": raw.get(GPQA_SUBDOMAIN),
+    }
+    meta = {k: v for k, v in meta.items() if v is not None}
+    return _row("gpqa_diamond", "science", key, GPQA_FORMAT.messages(text=text), answer, meta)
 
 
 ENTRIES = (
-    Benchmark("sciknoweval_train", "science", "train", "mcq_answer_tag", load_sciknoweval_train,
+    Benchmark("sciknoweval_train", "science", "train", "mcq_answer_tag",
+              _sciknoweval("sciknoweval_train", "train"),
               "SciKnowEval L3 2/4-choice MCQ (Chemistry), 90% of each domain (seed 42)",
               study_verifier="study_mcq_answer_tag"),
-    Benchmark("sciknoweval_test", "science", "id", "mcq_answer_tag", load_sciknoweval_test,
+    Benchmark("sciknoweval_test", "science", "id", "mcq_answer_tag",
+              _sciknoweval("sciknoweval_test", "test"),
               "SciKnowEval L3 2/4-choice MCQ (Chemistry), 10% of each domain held out",
               study_verifier="study_mcq_answer_tag"),
-    Benchmark("gpqa_diamond", "science", "ood", "mcq_boxed_letter", load_gpqa_diamond,
+    Benchmark("gpqa_diamond", "science", "ood", "mcq_boxed_letter",
+              Recipe("gpqa_diamond", "science",
+                     Source(GPQA_HUB, config=GPQA_CONFIG, split="train", also="the CSV release"),
+                     GPQA_FORMAT, _convert_gpqa, options={"option_seed": None}),
               "GPQA-Diamond, options shuffled per seed", study_verifier="study_gpqa"),
 )  # fmt: skip

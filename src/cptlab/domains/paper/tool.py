@@ -8,11 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from cptlab.domains.paper.common import (
-    SPLIT_SEED,
     PathSpec,
     _Bad,
     _check_hub_options,
-    _check_n,
     _Ctx,
     _drop_none,
     _json_value,
@@ -25,9 +23,9 @@ from cptlab.domains.paper.common import (
     _slug,
     _Source,
     _text,
-    holdout_split,
 )
-from cptlab.domains.registry import Benchmark
+from cptlab.domains.paper.pipeline import Holdout, Load, Recipe
+from cptlab.domains.registry import Benchmark, Prompt, Source
 
 # ToolAlpaca (github.com/tangqiaoyu/ToolAlpaca: data/train_data.json, data/eval_simulated.json,
 # data/eval_real.json; no canonical hub copy): a JSON list of API entries
@@ -74,13 +72,23 @@ STUDY_INDEX = "idx"
 _STUDY_API_NAME = re.compile(r"\nName: (.*)\n")
 
 
+TOOLALPACA_PROMPT = Prompt(
+    TOOLALPACA_HEADER
+    + "Name: {name}\nDescription: {description}\nDocumentation:\n{documentation}"
+    + TOOLALPACA_FORMAT
+    + "{instruction}"
+)
+
+
 def toolalpaca_prompt(api: dict, instruction: str) -> str:
     """The study's user message for one instruction of one API."""
-    return (
-        f"{TOOLALPACA_HEADER}Name: {api[TOOLALPACA_NAME]}\n"
-        f"Description: {api.get(TOOLALPACA_DESCRIPTION, '')}\n"
-        f"Documentation:\n{api.get(TOOLALPACA_NLDOC, '')}{TOOLALPACA_FORMAT}{instruction}"
+    (user,) = TOOLALPACA_PROMPT.messages(
+        name=api[TOOLALPACA_NAME],
+        description=api.get(TOOLALPACA_DESCRIPTION, ""),
+        documentation=api.get(TOOLALPACA_NLDOC, ""),
+        instruction=instruction,
     )
+    return user["content"]
 
 
 # BFCL v4 (github.com/ShishirPatil/gorilla, berkeley-function-call-leaderboard/bfcl_eval/data;
@@ -107,6 +115,9 @@ BFCL_SYSTEM = (
     "and no other text.\n\n"
     "Here is the list of functions you can call, in JSON format:\n{functions}"
 )
+
+
+BFCL_PROMPT = Prompt("{question}", BFCL_SYSTEM)
 
 
 def is_study_file_row(raw: dict) -> bool:
@@ -208,77 +219,52 @@ def _documented_tools(api: dict) -> list[str]:
     return [str(k) for k, v in functions.items() if v is not None and k != "components"]
 
 
-def _load_toolalpaca(
-    name: str,
-    part: str,
-    n: int | None,
-    seed: int,
-    path: PathSpec,
-    *,
-    holdout: float | None = None,
-    split_seed: int = SPLIT_SEED,
-    strict: bool = True,
-    **hub: Any,
-) -> list[dict]:
+def _expand_toolalpaca(load: Load, source: _Source) -> _Source:
+    load.state["arrow"] = bool(source.segments) and source.segments[0].arrow
+    return _toolalpaca_items(load.recipe.name, source, load.run)
+
+
+def _convert_toolalpaca(item: dict, ctx: _Ctx, load: Load) -> dict:
+    if "study" in item:
+        study = item["study"]
+        calls = _toolalpaca_calls(_json_value(study.get(STUDY_ANSWER), "answer"))
+        _text(study[STUDY_PROMPT], "prompt")
+        prompt, tools = study[STUDY_PROMPT], None  # as published, unstripped
+        key = f"study-{item['instance_index']}"
+    else:
+        api = _drop_none(item["api"]) if load.state["arrow"] else item["api"]
+        _text(item["instruction"], "instruction (instance input)")
+        calls = _toolalpaca_calls(item["reference"])
+        # The instruction goes in as published: some carry a leading space.
+        prompt = toolalpaca_prompt(api, str(item["instruction"]))
+        tools = _documented_tools(api)
+        key = f"{_slug(item['api_name'])}-{item['instance_index']}"
+    meta = {
+        "api": item["api_name"],
+        "source_index": item["api_index"],
+        "instance_index": item["instance_index"],
+    }
+    if tools is not None:
+        meta["tools"] = tools
+        # The study keeps references that call a tool the prompt does not show (getDetails).
+        meta["undocumented_calls"] = sorted({c["name"] for c in calls} - set(tools))
+    answer = json.dumps(calls, ensure_ascii=False, sort_keys=True)
+    return _row(load.recipe.name, "tool", key, _prompt(None, prompt), answer, meta)
+
+
+def _toolalpaca(name: str, part: str) -> Recipe:
     """ToolAlpaca as the study uses it: each file is a split (train_data.json for training,
     eval_simulated.json for the test set; ``holdout=0.1`` splits one file instead), in the
     study's prompt; `path` may also be the study's prepared files."""
-    _check_n(n)
-    if path is None:
-        raise ValueError(
-            f"{name}: ToolAlpaca has no canonical hub copy; pass path= (the ToolAlpaca repo's "
-            "data/train_data.json, or an eval file with holdout=None)"
-        )
-    raw_source = _open(name, path, None, **hub)
-    run = _Run(name, raw_source, strict)
-    items = _toolalpaca_items(name, raw_source, run)
-    run.source = items
-
-    def convert(item: dict, ctx: _Ctx) -> dict:
-        if "study" in item:
-            study = item["study"]
-            calls = _toolalpaca_calls(_json_value(study.get(STUDY_ANSWER), "answer"))
-            _text(study[STUDY_PROMPT], "prompt")
-            prompt, tools = study[STUDY_PROMPT], None  # as published, unstripped
-            key = f"study-{item['instance_index']}"
-        else:
-            api = _drop_none(item["api"]) if raw_source.segments[0].arrow else item["api"]
-            _text(item["instruction"], "instruction (instance input)")
-            calls = _toolalpaca_calls(item["reference"])
-            # The instruction goes in as published: some carry a leading space.
-            prompt = toolalpaca_prompt(api, str(item["instruction"]))
-            tools = _documented_tools(api)
-            key = f"{_slug(item['api_name'])}-{item['instance_index']}"
-        meta = {
-            "api": item["api_name"],
-            "source_index": item["api_index"],
-            "instance_index": item["instance_index"],
-        }
-        if tools is not None:
-            meta["tools"] = tools
-            # The study keeps references that call a tool the prompt does not show (getDetails).
-            meta["undocumented_calls"] = sorted({c["name"] for c in calls} - set(tools))
-        answer = json.dumps(calls, ensure_ascii=False, sort_keys=True)
-        return _row(name, "tool", key, _prompt(None, prompt), answer, meta)
-
-    positions = list(range(len(items)))
-    if holdout is not None:
-        positions = holdout_split(positions, part, holdout, split_seed)
-    return run.finish(positions, n, seed, convert)
-
-
-def load_toolalpaca_train(
-    n: int | None = None, seed: int = 0, path: PathSpec = None, **options: Any
-) -> list[dict]:
-    """ToolAlpaca instances for training (a whole file, or the 90% of `holdout`)."""
-    return _load_toolalpaca("toolalpaca_train", "train", n, seed, path, **options)
-
-
-def load_toolalpaca_test(
-    n: int | None = None, seed: int = 0, path: PathSpec = None, **options: Any
-) -> list[dict]:
-    """ToolAlpaca instances for testing (a whole file, or the 10% of `holdout`)."""
-    return _load_toolalpaca("toolalpaca_test", "test", n, seed, path, **options)
+    return Recipe(
+        name, "tool",
+        Source(also="ToolAlpaca's data/train_data.json or data/eval_simulated.json (no hub "
+               "copy); the study's datasets/tooluse/{train,test}.json"),
+        TOOLALPACA_PROMPT, _convert_toolalpaca, holdout=Holdout(part, fraction=None),
+        expand=_expand_toolalpaca,
+        needs_path=f"{name}: ToolAlpaca has no canonical hub copy; pass path= (the ToolAlpaca "
+        "repo's data/train_data.json or data/eval_simulated.json)",
+    )  # fmt: skip
 
 
 def _bfcl_files(dataset: str, path: Path, answer_path: str | None) -> tuple[Path, Path]:
@@ -304,29 +290,19 @@ def _bfcl_files(dataset: str, path: Path, answer_path: str | None) -> tuple[Path
     return questions, answers
 
 
-def load_bfcl_multiple(
-    n: int | None = None,
-    seed: int = 0,
-    path: PathSpec = None,
-    *,
-    answer_path: str | None = None,
-    version: int = 4,
-    strict: bool = True,
-    **hub: Any,
-) -> list[dict]:
-    """BFCL "multiple": one call to choose among several functions; AST-checked arguments.
+def _open_bfcl(load: Load, path: PathSpec) -> _Source:
+    """The questions; their possible answers, read alongside, go to `load.state["truth"]`.
 
     `path`: the BFCL data folder (with possible_answer/), the question file (its answers
     beside it in possible_answer/, or `answer_path`), or a hub repo (default: the BFCL hub
     repo's BFCL_v{version}_multiple.json and possible_answer/ files, fetched with
     `huggingface_hub.hf_hub_download`; `hub_kwargs` go to it, e.g. `revision`).
     """
-    _check_n(n)
-    name = "bfcl_multiple"
+    name, hub = load.recipe.name, load.hub
     _check_hub_options(name, hub)
     local = Path(str(path)).expanduser() if isinstance(path, str | Path) else None
     if local is not None and local.exists():
-        questions_file, answers_file = _bfcl_files(name, local, answer_path)
+        questions_file, answers_file = _bfcl_files(name, local, load["answer_path"])
         questions = _open(name, str(questions_file), None)
         answers = _open(name, str(answers_file), None)
     else:
@@ -337,75 +313,82 @@ def load_bfcl_multiple(
         from huggingface_hub import hf_hub_download
 
         repo = str(path) if path is not None else BFCL_HUB
-        file = f"BFCL_v{version}_multiple.json"
+        file = f"BFCL_v{load['version']}_multiple.json"
         fetched = [
             hf_hub_download(repo, f, repo_type="dataset", cache_dir=hub.get("cache_dir"),
                             **(hub.get("hub_kwargs") or {}))
             for f in (file, f"{BFCL_ANSWER_DIR}/{file}")
         ]  # fmt: skip
         questions, answers = _open(name, fetched[0], None), _open(name, fetched[1], None)
-    run = _Run(name, questions, strict)
-    truth: dict[str, Any] = {}
+    truth = load.state["truth"] = {}
     for i, raw in answers.iter_rows():
         if isinstance(raw, _Bad) or raw.get(BFCL_ID) is None:
             problem = str(raw) if isinstance(raw, _Bad) else "possible answer without an id"
             raise answers.error(i, problem)
         value = raw.get(BFCL_GROUND_TRUTH)
         truth[str(raw[BFCL_ID])] = _drop_none(value) if answers.segments[0].arrow else value
+    return questions
 
-    def convert(raw: dict, ctx: _Ctx) -> dict:
-        if ctx.arrow:
-            raw = _drop_none(raw)
-        raw_id = _text(raw.get(BFCL_ID), "id")
-        functions = _json_value(raw.get(BFCL_FUNCTION), "function")
-        if not isinstance(functions, list) or not functions:
-            raise _Bad("'function' must be a non-empty list of schemas")
-        for f in functions:
-            if not isinstance(f, dict) or not f.get("name"):
-                raise _Bad("every function schema needs a 'name'")
-        turns = _json_value(raw.get(BFCL_QUESTION), "question")
-        if not isinstance(turns, list) or not turns:
-            raise _Bad("'question' must be a non-empty list of turns")
-        if len(turns) != 1:
-            raise _Bad(f"{len(turns)} turns; the multiple category is single-turn")
-        messages = turns[0] if isinstance(turns[0], list) else turns
-        system = BFCL_SYSTEM.format(functions=json.dumps(functions, ensure_ascii=False, indent=1))
-        prompt = [{"role": "system", "content": system}]
-        for m in messages:
-            role, content = m.get("role"), _text(m.get("content"), "message content")
-            if role == "system":
-                prompt[0]["content"] = f"{content}\n\n{prompt[0]['content']}"
-            elif role in ("user", "assistant"):
-                prompt.append({"role": role, "content": content})
-            else:
-                raise _Bad(f"unknown message role {role!r}")
-        if raw_id not in truth:
-            raise _Bad(f"no possible answer for id {raw_id!r}")
-        expected = truth[raw_id]
-        if (
-            not isinstance(expected, list)
-            or not expected
-            or not all(isinstance(e, dict) and len(e) == 1 for e in expected)
+
+def _convert_bfcl(raw: dict, ctx: _Ctx, load: Load) -> dict:
+    truth = load.state["truth"]
+    if ctx.arrow:
+        raw = _drop_none(raw)
+    raw_id = _text(raw.get(BFCL_ID), "id")
+    functions = _json_value(raw.get(BFCL_FUNCTION), "function")
+    if not isinstance(functions, list) or not functions:
+        raise _Bad("'function' must be a non-empty list of schemas")
+    for f in functions:
+        if not isinstance(f, dict) or not f.get("name"):
+            raise _Bad("every function schema needs a 'name'")
+    turns = _json_value(raw.get(BFCL_QUESTION), "question")
+    if not isinstance(turns, list) or not turns:
+        raise _Bad("'question' must be a non-empty list of turns")
+    if len(turns) != 1:
+        raise _Bad(f"{len(turns)} turns; the multiple category is single-turn")
+    messages = turns[0] if isinstance(turns[0], list) else turns
+    listed = json.dumps(functions, ensure_ascii=False, indent=1)
+    system = BFCL_PROMPT.system.format(functions=listed)
+    prompt = [{"role": "system", "content": system}]
+    for m in messages:
+        role, content = m.get("role"), _text(m.get("content"), "message content")
+        if role == "system":
+            prompt[0]["content"] = f"{content}\n\n{prompt[0]['content']}"
+        elif role in ("user", "assistant"):
+            prompt.append({"role": role, "content": content})
+        else:
+            raise _Bad(f"unknown message role {role!r}")
+    if raw_id not in truth:
+        raise _Bad(f"no possible answer for id {raw_id!r}")
+    expected = truth[raw_id]
+    if (
+        not isinstance(expected, list)
+        or not expected
+        or not all(isinstance(e, dict) and len(e) == 1 for e in expected)
+    ):
+        raise _Bad("ground_truth must be a non-empty list of {function: {arg: [values]}}")
+    for call in expected:
+        ((func, arguments),) = call.items()
+        if not isinstance(arguments, dict) or not all(
+            isinstance(v, list) for v in arguments.values()
         ):
-            raise _Bad("ground_truth must be a non-empty list of {function: {arg: [values]}}")
-        for call in expected:
-            ((func, arguments),) = call.items()
-            if not isinstance(arguments, dict) or not all(
-                isinstance(v, list) for v in arguments.values()
-            ):
-                raise _Bad(f"ground_truth for {func!r} must map each argument to a value list")
-        answer = json.dumps(expected, ensure_ascii=False)
-        meta = {"functions": functions, "source_id": raw_id, "source_index": ctx.index}
-        return _row(name, "tool", _slug(raw_id), prompt, answer, meta)
-
-    return run.finish(run.filter(None), n, seed, convert)
+            raise _Bad(f"ground_truth for {func!r} must map each argument to a value list")
+    answer = json.dumps(expected, ensure_ascii=False)
+    meta = {"functions": functions, "source_id": raw_id, "source_index": ctx.index}
+    return _row("bfcl_multiple", "tool", _slug(raw_id), prompt, answer, meta)
 
 
 ENTRIES = (
-    Benchmark("toolalpaca_train", "tool", "train", "react_tool", load_toolalpaca_train,
+    Benchmark("toolalpaca_train", "tool", "train", "react_tool",
+              _toolalpaca("toolalpaca_train", "train"),
               "ToolAlpaca, train", study_verifier="study_react_tool"),
-    Benchmark("toolalpaca_test", "tool", "id", "react_tool", load_toolalpaca_test,
+    Benchmark("toolalpaca_test", "tool", "id", "react_tool",
+              _toolalpaca("toolalpaca_test", "test"),
               "ToolAlpaca, held out", study_verifier="study_react_tool"),
-    Benchmark("bfcl_multiple", "tool", "ood", "bfcl_ast", load_bfcl_multiple,
+    Benchmark("bfcl_multiple", "tool", "ood", "bfcl_ast",
+              Recipe("bfcl_multiple", "tool",
+                     Source(BFCL_HUB, also="gorilla's bfcl_eval/data folder or its files"),
+                     BFCL_PROMPT, _convert_bfcl, open=_open_bfcl,
+                     options={"answer_path": None, "version": 4}),
               "BFCL v4 'multiple' category, the official AST checker"),
 )  # fmt: skip

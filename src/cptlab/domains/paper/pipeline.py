@@ -1,0 +1,155 @@
+"""The one loader of every real benchmark: a `Recipe` says what is particular to a dataset
+(its source, prompt format, filter rule, split and row converter); `Recipe.__call__` runs the
+same stages for all of them: open -> (expand) -> filter -> split -> subsample -> convert.
+
+Adding a dataset is adding a registry entry whose loader is a Recipe: constants for its raw
+schema, a `convert` (and, where the study filters, a `keep`), and its Source and Prompt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from cptlab.domains.paper.common import (
+    HUB_OPTIONS,
+    SPLIT_SEED,
+    TEST_FRACTION,
+    PathSpec,
+    _check_n,
+    _Ctx,
+    _open,
+    _Run,
+    _Source,
+    holdout_split,
+)
+from cptlab.domains.registry import Prompt, Source
+
+
+@dataclass(frozen=True)
+class Holdout:
+    """The entry is one part ("train" or "test") of a split held out of its source; `fraction`
+    is the default of its `holdout` option (None: by default the source is the split)."""
+
+    part: str
+    fraction: float | None = TEST_FRACTION
+
+
+@dataclass
+class Load:
+    """One call of a recipe: its settings (the entry's options, resolved), its subsampling seed,
+    the pipeline's `_Run` (exclusion counts) and `state`, where the hooks of one load keep what
+    they share."""
+
+    recipe: Recipe
+    settings: dict[str, Any]
+    hub: dict[str, Any]
+    seed: int = 0
+    run: _Run | None = None
+    state: dict[str, Any] = field(default_factory=dict)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.settings[key]
+
+
+Keep = Callable[[dict, Load], str | None]
+Convert = Callable[[dict, _Ctx, Load], dict]
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """How one benchmark turns raw rows into canonical rows.
+
+    name, domain: the entry's.
+    source:  where raw rows come from without a `path` (`registry.Source`).
+    prompt:  the prompt format `convert` fills (`registry.Prompt`).
+    convert: (raw row, where it is, load) -> canonical row; raises `_Bad` for a row it cannot
+             convert (an error naming the row; counted with ``strict=False``).
+    keep:    (raw row, load) -> None to keep it, else the reason it is excluded (counted).
+    columns: the raw fields `keep` reads (Arrow sources read only those while filtering).
+    holdout: the part of a held-out split this entry is (`Holdout`), or None.
+    group:   (load, positions) -> {group: positions}: each group is split on its own.
+    open:    (load, path) -> `_Source`, for sources the generic reader cannot open.
+    expand:  (load, source) -> `_Source`: the items to convert, when a raw row holds several.
+    check:   (load) -> None, raising ValueError for option values the entry does not take.
+    options: the entry's own options and their defaults; any other option is an error.
+    needs_path: the error when no `path` is given and the source has no hub copy.
+    """
+
+    name: str
+    domain: str
+    source: Source
+    prompt: Prompt | None
+    convert: Convert
+    keep: Keep | None = None
+    columns: tuple[str, ...] | None = None
+    holdout: Holdout | None = None
+    group: Callable[[Load, list[int]], dict[Any, list[int]]] | None = None
+    open: Callable[[Load, PathSpec], _Source] | None = None
+    expand: Callable[[Load, _Source], _Source] | None = None
+    check: Callable[[Load], None] | None = None
+    options: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    needs_path: str | None = None
+
+    def defaults(self) -> dict[str, Any]:
+        """Every option the entry takes, with its default."""
+        split = {"holdout": self.holdout.fraction, "split_seed": SPLIT_SEED} if self.holdout else {}
+        return {**self.options, **split}
+
+    def __call__(
+        self,
+        n: int | None = None,
+        seed: int = 0,
+        path: PathSpec = None,
+        *,
+        strict: bool = True,
+        **options: Any,
+    ) -> list[dict]:
+        _check_n(n)
+        hub = {k: options.pop(k) for k in list(options) if k in HUB_OPTIONS}
+        defaults = self.defaults()
+        unknown = sorted(set(options) - set(defaults))
+        if unknown:
+            raise TypeError(f"{self.name}: unknown option(s) {unknown}; known: {sorted(defaults)}")
+        load = Load(self, {**defaults, **options}, hub, seed)
+        if self.check is not None:
+            self.check(load)
+        source = self.open(load, path) if self.open else self._open(path, hub)
+        load.run = run = _Run(self.name, source, strict)
+        if self.expand is not None:
+            source = run.source = self.expand(load, source)
+        keep = None if self.keep is None else (lambda raw: self.keep(raw, load))
+        positions = run.filter(keep, self.columns)
+        if self.holdout is not None and load["holdout"] is not None:
+            groups = self.group(load, positions) if self.group else {None: positions}
+            chosen = {
+                i
+                for members in groups.values()
+                for i in holdout_split(
+                    members, self.holdout.part, load["holdout"], load["split_seed"]
+                )
+            }
+            positions = [i for i in positions if i in chosen]
+        return run.finish(positions, n, seed, lambda raw, ctx: self.convert(raw, ctx, load))
+
+    def _open(self, path: PathSpec, hub: dict) -> _Source:
+        """`path`, or the Source's hub copy; the Source pins the revision and data files."""
+        if path is None and self.source.hub is None:
+            raise ValueError(self.needs_path or f"{self.name}: no path given and no hub copy")
+        kwargs = dict(hub.get("hub_kwargs") or {})
+        if path is None:
+            if self.source.revision:
+                kwargs.setdefault("revision", self.source.revision)
+            if self.source.files:
+                kwargs.setdefault("data_files", list(self.source.files))
+        return _open(
+            self.name,
+            path,
+            self.source.hub,
+            config=hub.get("config", self.source.config),
+            hub_split=hub.get("hub_split", self.source.split),
+            cache_dir=hub.get("cache_dir"),
+            hub_kwargs=kwargs or None,
+        )
