@@ -176,6 +176,29 @@ def test_collapse_stop_keeps_the_last_good_checkpoint(world):
         run(world, "collapse-error", config=config, domain="flipdomain")
 
 
+def test_collapse_stop_right_after_a_resume_keeps_the_resumed_checkpoint(world):
+    """Killed after step 3's checkpoint, resumed, collapsed at step 4: the weights are
+    checkpoint 3's, not the stage's start (the resumed run's first good step is 3)."""
+    config = json.loads(json.dumps(world["config"]))
+    config["training"].update(steps=5, save_steps=1)
+    config["training"]["collapse"] = {
+        "thresholds": {"format_violation_rate": 0.5},
+        "patience": 1,
+        "action": "stop",
+    }
+    per_step = config["training"]["prompts_per_step"] * config["training"]["num_generations"]
+    CALLS.update(n=0, after=3 * per_step)  # steps 1-3 well-formed, step 4 collapses
+    with pytest.raises(KeyboardInterrupt):
+        run(world, "collapse-resume", config=config, domain="flipdomain", callbacks=[Kill(at=3)])
+    manifest = run(world, "collapse-resume", config=config, domain="flipdomain")
+    assert manifest["resumed_from"] == "checkpoint-3"
+    assert manifest["status"] == "stopped" and manifest["weights_step"] == 3
+    state = world["dir"] / "collapse-resume" / "state"
+    out = load_file(world["dir"] / "collapse-resume" / "out" / "model.safetensors")
+    good = load_file(state / "checkpoint-3" / "model.safetensors")
+    assert all(torch.equal(out[k], good[k]) for k in good)
+
+
 class PoisonGradient(TrainerCallback):
     def __init__(self, at: int):
         self.at, self.model = at, None

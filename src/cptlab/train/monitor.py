@@ -125,6 +125,11 @@ class CollapseMonitor:
             action=spec["action"],
         )
 
+    def resume_at(self, step: int) -> None:
+        """Start from the checkpoint of `step`. While an alarm streak may end the stage, no
+        checkpoint is saved, so a resumed checkpoint's step is the last good one."""
+        self.streak, self.last_ok_step = 0, step
+
     def observe(self, texts: list[str], token_ids, verdicts) -> None:
         """Record one batch of scored completions (called by the reward function)."""
         self._texts.extend(texts)

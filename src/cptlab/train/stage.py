@@ -343,6 +343,7 @@ def train_stage(
     # Killed after the last checkpoint but before the manifest: nothing is left to train, and
     # HF's Trainer resumed at max_steps would run one step more.
     resume_step = checkpoint_step(resume) if resume else 0
+    trainer.recorder.monitor.resume_at(resume_step)
     finished = resume is not None and resume_step >= settings.steps
     train_started = time.perf_counter()
     if not finished:
