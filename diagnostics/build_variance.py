@@ -89,7 +89,7 @@ def one_build(config: dict, base_seed: int, args: argparse.Namespace) -> dict:
         if not (run / "manifest.json").exists():
             cptlab(
                 "train-stage", "--config", str(config_file), "--method", method,
-                "--domain", args.domain, "--seed", str(seed), "--start", str(base),
+                "--domain", args.domain, "--seed", str(seed), "--start-from", str(base),
                 "--out", str(run), "--state-dir", str(folder / "state" / f"{method}_seed{seed}"),
                 "--anchor", str(base), "--data", str(data / f"{spec['train']}.jsonl"),
                 "--threads", "1",

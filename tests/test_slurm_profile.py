@@ -362,3 +362,15 @@ def test_gpu_0_and_cpu_only_rules_get_no_gpu_resources(tmp_path):
             assert not gpu_keys & set(job), (rule, job)
     for job in resources["train_stage"]:
         assert (job["gpu"], job["gpu_model"]) == ("8", "h100"), job
+
+
+def test_launcher_starts_the_cli_as_a_module() -> None:
+    """accelerate and torchrun run a Python file or module in each process, not a console
+    script: under a launcher the train rule runs `-m cptlab`."""
+    from cptlab.resources import cptlab_invocation
+
+    assert cptlab_invocation("") == "cptlab"
+    line = PAPER["resources"]["train"]["launcher"]
+    assert cptlab_invocation(line) == f"{line.strip()} -m cptlab"
+    torchrun = "torchrun --nproc_per_node 2"
+    assert cptlab_invocation(f"{torchrun} ") == f"{torchrun} -m cptlab"

@@ -36,6 +36,12 @@ def world(tmp_path_factory):
         sdpo_mix={"trainer": "sdpo", "teacher": "frozen", "anchor": "base", "anchor_mix": 0.5},
         sdpo_mask={"trainer": "sdpo", "teacher": "frozen", "token_mask_ratio": 0.3},
         sdpo_feedback={"trainer": "sdpo", "teacher": "frozen", "feedback": True},
+        sdpo_study={
+            "trainer": "sdpo",
+            "teacher": "frozen",
+            "teacher_templates": "study",
+            "feedback": True,
+        },  # fmt: skip
     )
     return {"config": config, "base": base, "stage1": stage1, "rows": tiny_rows(), "dir": folder}
 
@@ -189,6 +195,26 @@ def test_verifier_feedback_reaches_the_teacher_prompt(world):
     )
     assert _teacher_prompt(trainer, context, 0) == expected
     assert "Correct." not in _teacher_prompt(trainer, context, 1)  # successes get no feedback
+
+
+def test_the_study_teacher_templates_reach_the_teacher_prompt(world):
+    """The study's templates (its actor.yaml block scalars): one blank line between the
+    demonstration and the instruction, none after it; TRL's defaults have two and one."""
+    trainer = make(world, "sdpo_study")
+    trainer.reward_funcs[0].last_verdicts = [Verdict(0.0, "Wrong."), Verdict(1.0, "")] * 2
+    prompt, context = _build(trainer, ["a", "\\boxed{5}", "c", "d"], [0.0, 1.0, 0.0, 0.0])
+    messages = teacher_messages(prompt, "\\boxed{5}", feedback="Wrong.", templates="study")
+    assert messages[-1]["content"].endswith(
+        "\nCorrect solution:\n\n\\boxed{5}\n"
+        "The following is feedback from your unsuccessful earlier attempt:\n\nWrong.\n\n"
+        "Correctly solve the original question."
+    )
+    expected = trainer.processing_class.apply_chat_template(
+        messages, tokenize=False, add_generation_prompt=True
+    )
+    assert _teacher_prompt(trainer, context, 0) == expected
+    trl = teacher_messages(prompt, "\\boxed{5}")[-1]["content"]
+    assert trl.endswith("\\boxed{5}\n\n\n\nCorrectly solve the original question.\n")
 
 
 def _batch(trainer, rows: int, length: int, active: list[int]) -> dict:

@@ -168,7 +168,7 @@ def test_collapse_monitor_patience_and_unknown_metric():
 
 def test_cli_parser():
     args = parser().parse_args(
-        "train-stage --config c.yaml --method grpo --domain math --seed 1 --start base "
+        "train-stage --config c.yaml --method grpo --domain math --seed 1 --start-from base "
         "--out o --state-dir s --data d.jsonl --threads 2".split()
     )
     assert (args.method, args.seed, args.threads, args.anchor) == ("grpo", 1, 2, None)
@@ -202,7 +202,7 @@ def test_cli_exits_3_on_a_stage_error(monkeypatch, capsys):
     monkeypatch.setattr(cptlab.train.stage, "train_stage", fail)
     argv = (
         "train-stage --config config/config.yaml --method grpo --domain math --seed 0 "
-        "--start base --out o --state-dir s --data d.jsonl".split()
+        "--start-from base --out o --state-dir s --data d.jsonl".split()
     )
     assert main(argv) == 3
     assert "NonFiniteError: non-finite loss (nan) at step 2" in capsys.readouterr().err

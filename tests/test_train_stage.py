@@ -254,7 +254,7 @@ def test_cli_trains_a_stage(world, capsys):
     path.write_text(yaml.safe_dump(config))
     run_command(
         f"train-stage --config {path} --method sdpo_frozen --domain math --seed 0 "
-        f"--start {world['base']} --out {world['dir'] / 'cli' / 'out'} "
+        f"--start-from {world['base']} --out {world['dir'] / 'cli' / 'out'} "
         f"--state-dir {world['dir'] / 'cli' / 'state'} "
         f"--data {world['data'] / 'tiny_train.jsonl'}".split()
     )

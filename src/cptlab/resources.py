@@ -38,6 +38,12 @@ def snakemake_resources(config: Mapping, kind: str) -> dict[str, Any]:
     return res
 
 
+def cptlab_invocation(launcher: str) -> str:
+    """The command that runs the CLI under `launcher`: `cptlab` without one, else the launcher
+    starting the `cptlab` module (`accelerate launch ... -m cptlab`, `torchrun ... -m cptlab`)."""
+    return f"{launcher.strip()} -m cptlab" if launcher.strip() else "cptlab"
+
+
 def launcher_processes(launcher: str) -> int:
     """The processes a launcher line starts: `--num_processes N` (accelerate) or
     `--nproc_per_node N` x `--nnodes N` (torchrun); 1 without a launcher."""

@@ -14,7 +14,7 @@ from cptlab.layout import BASE_JOB, Layout
 from cptlab.locks import record_lock_owner, release_stale_lock
 from cptlab.plan import Plan, base_measure_benchmarks, builds_base, datasets, eval_benchmarks
 from cptlab.provenance import SourceTree, write_if_changed
-from cptlab.resources import rule_resources, snakemake_resources
+from cptlab.resources import cptlab_invocation, rule_resources, snakemake_resources
 from cptlab.train.spec import resolve_stage
 
 # The config as the CLI reads it: the --configfile (default: the embedded one) with its
@@ -150,7 +150,7 @@ def train_settings(wc):
         **settings,
         "start": previous_checkpoint(wc),
         "anchor": anchor(),
-        "launcher": launcher("train"),
+        "launcher": rule_resources(config, "train")["launcher"],
     }
 
 
@@ -190,6 +190,8 @@ def results_dir(wc, output):
     return str(LAYOUT.root_in(output[0]))
 
 
-def launcher(kind):
-    """Command prefix of a job, e.g. `accelerate launch ...` for multi-GPU training."""
-    return rule_resources(config, kind)["launcher"]
+def cptlab_command(kind):
+    """How a job starts the CLI: `cptlab`, or under the kind's launcher (`accelerate launch
+    ...`, `torchrun ...`) as a module in every process (launchers run a Python file or module,
+    not a console script)."""
+    return cptlab_invocation(rule_resources(config, kind)["launcher"])

@@ -18,7 +18,7 @@ rule train_stage:
         out=str(LAYOUT.stage_dir("{method}", "{seed}", "{stage}", "{domain}")),
         # Resumable trainer state lives outside the output, which Snakemake clears on a rerun.
         state=str(LAYOUT.state_dir("{method}", "{seed}", "{stage}", "{domain}")),
-        launcher=launcher("train"),
+        cptlab=cptlab_command("train"),
     threads: threads("train")
     resources:
         **resources("train"),
@@ -30,7 +30,7 @@ rule train_stage:
     conda:
         "../../envs/cptlab.yaml"
     shell:
-        "{params.launcher} cptlab train-stage --config {params.config} --method {wildcards.method}"
-        " --domain {wildcards.domain} --seed {wildcards.seed} --start {params.start}"
+        "{params.cptlab} train-stage --config {params.config} --method {wildcards.method}"
+        " --domain {wildcards.domain} --seed {wildcards.seed} --start-from {params.start}"
         " --anchor {params.anchor} --out {params.out} --state-dir {params.state}"
         " --data {input.data} --threads {threads} > {log} 2>&1"

@@ -15,7 +15,8 @@ from cptlab.cli import CONFIG, THREADS, arg, command
     arg("--method", required=True, help="a key of `methods` in the config"),
     arg("--domain", required=True, help="the domain trained in this stage"),
     arg("--seed", type=int, required=True),
-    arg("--start", required=True, help="checkpoint the stage starts from"),
+    # Not `--start`: torchrun's parser would read it as an abbreviation of its --start-method.
+    arg("--start-from", dest="start", required=True, help="checkpoint the stage starts from"),
     arg("--out", required=True, help="output folder (manifest.json written last)"),
     arg("--state-dir", required=True, help="resumable trainer state, outside --out"),
     arg("--anchor", default=None, help="the original base model (teacher anchor `base`)"),

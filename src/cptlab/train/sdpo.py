@@ -32,7 +32,7 @@ from trl.models import prepare_deepspeed, prepare_fsdp
 from trl.trainer.callbacks import SyncRefModelCallback
 from trl.trainer.utils import create_model_from_path, get_config_model_id
 
-from cptlab.teacher_prompt import FEEDBACK_TEMPLATE, REPROMPT_TEMPLATE, SOLUTION_TEMPLATE
+from cptlab.teacher_prompt import TEACHER_TEMPLATES
 from cptlab.train.mixin import StageRecorder, StageTrainerMixin
 
 TEACHER_KINDS = {"frozen": "base", "ema": "ema", "live": "live"}  # cptlab name -> TRL's
@@ -380,6 +380,7 @@ def _subset_rows(inputs: dict, index: torch.Tensor) -> dict:
 
 def sdpo_args(params: dict, common: dict, anchor_path: str | None) -> CptSDPOConfig:
     """A CptSDPOConfig from the method's params, the shared keys and the resolved anchor."""
+    reprompt, solution, feedback = TEACHER_TEMPLATES[params["teacher_templates"]]
     return CptSDPOConfig(
         **common,
         epsilon=params["epsilon"],
@@ -407,7 +408,7 @@ def sdpo_args(params: dict, common: dict, anchor_path: str | None) -> CptSDPOCon
         dont_reprompt_on_self_success=params["dont_reprompt_on_self_success"],
         max_reprompt_len=params["max_reprompt_length"],
         skip_inactive_rows=params["skip_inactive_rows"],
-        reprompt_template=REPROMPT_TEMPLATE,
-        solution_template=SOLUTION_TEMPLATE,
-        feedback_template=FEEDBACK_TEMPLATE,
+        reprompt_template=reprompt,
+        solution_template=solution,
+        feedback_template=feedback,
     )

@@ -85,6 +85,7 @@ METHOD_DEFAULTS: dict[str, dict[str, Any]] = {
         "dont_reprompt_on_self_success": True,
         "max_reprompt_length": 10240,
         "skip_inactive_rows": True,
+        "teacher_templates": "trl",
     },
 }
 

@@ -127,6 +127,8 @@ def trl_common_args(settings: StageSettings, seed: int, output_dir: Path) -> dic
         "remove_unused_columns": False,
         "shuffle_dataset": True,
         "dataloader_num_workers": 0,
+        # On CPU, a launcher's processes are one distributed job (gloo) only with use_cpu.
+        "use_cpu": not torch.cuda.is_available(),
     }
 
 
@@ -323,7 +325,7 @@ def train_stage(
             "%s: %d prompts over %d tokens dropped", data_file, len(rows) - len(kept), limit
         )
 
-    state = PartialState()
+    state = PartialState(cpu=not torch.cuda.is_available())  # as the trainer's (use_cpu)
     required = (
         (TEACHER_STATE,)
         if settings.trainer == "sdpo" and settings.params["teacher"] == "ema"

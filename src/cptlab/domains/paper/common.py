@@ -196,7 +196,7 @@ HUB_OPTIONS = ("config", "hub_split", "cache_dir", "hub_kwargs")
 def _check_hub_options(dataset: str, hub: dict) -> None:
     unknown = sorted(set(hub) - set(HUB_OPTIONS))
     if unknown:
-        raise TypeError(f"{dataset}: unknown option(s) {unknown}")
+        raise ValueError(f"{dataset}: unknown option(s) {unknown} (data.options.{dataset})")
 
 
 def _open(

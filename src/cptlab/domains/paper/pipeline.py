@@ -112,7 +112,10 @@ class Recipe:
         defaults = self.defaults()
         unknown = sorted(set(options) - set(defaults))
         if unknown:
-            raise TypeError(f"{self.name}: unknown option(s) {unknown}; known: {sorted(defaults)}")
+            raise ValueError(
+                f"{self.name}: unknown option(s) {unknown} (data.options.{self.name}); "
+                f"known: {sorted(defaults)}"
+            )
         load = Load(self, {**defaults, **options}, hub, seed)
         if self.check is not None:
             self.check(load)
