@@ -374,3 +374,14 @@ def test_launcher_starts_the_cli_as_a_module() -> None:
     assert cptlab_invocation(line) == f"{line.strip()} -m cptlab"
     torchrun = "torchrun --nproc_per_node 2"
     assert cptlab_invocation(f"{torchrun} ") == f"{torchrun} -m cptlab"
+
+
+def test_paper_config_trains_with_the_studys_loss_settings() -> None:
+    """docs/study-training.md: GRPO's per-sequence token mean, SDPO's top-k 100 loss with a
+    tail at alpha 0.5 and the study's teacher templates."""
+    assert PAPER["methods"]["grpo"]["loss_type"] == "grpo"
+    for name, entry in PAPER["methods"].items():
+        if entry["trainer"] == "sdpo":
+            assert (entry["distillation_mode"], entry["distillation_topk"]) == ("topk_logits", 100)
+            assert entry["distillation_add_tail"] and entry["distillation_alpha"] == 0.5, name
+            assert entry["teacher_templates"] == "study", name
