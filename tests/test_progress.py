@@ -20,12 +20,19 @@ def mark_running(workdir: Path, *outputs: Path) -> None:
         (folder / base64.b64encode(str(output).encode()).decode()).touch()
 
 
-def test_the_running_jobs_and_how_far_they_are(tmp_path):
+def smoke_results(tmp_path) -> tuple[Layout, Layout]:
+    """The smoke config's layout (as paths relative to the workdir, which Snakemake's markers
+    name) and the same results folder under `tmp_path`, holding the effective config."""
     config = load_config("config/smoke.yaml")  # 2 steps per stage; 3 benchmarks; 4 SFT steps
     layout = Layout.of(config)
     root = Layout(tmp_path / layout.root)
     root.root.mkdir(parents=True)
     root.config_file.write_text(json.dumps(config))
+    return layout, root
+
+
+def test_the_running_jobs_and_how_far_they_are(tmp_path):
+    layout, root = smoke_results(tmp_path)
     # a training stage one step in
     log = root.state_dir("grpo", 0, 2, "science") / "train_log.jsonl"
     log.parent.mkdir(parents=True)
@@ -57,11 +64,7 @@ def test_the_running_jobs_and_how_far_they_are(tmp_path):
 
 
 def test_a_job_without_news_is_reported_stalled(tmp_path):
-    config = load_config("config/smoke.yaml")
-    layout = Layout.of(config)
-    root = Layout(tmp_path / layout.root)
-    root.root.mkdir(parents=True)
-    root.config_file.write_text(json.dumps(config))
+    layout, root = smoke_results(tmp_path)
     log = root.state_dir("grpo", 0, 1, "math") / "train_log.jsonl"
     log.parent.mkdir(parents=True)
     log.write_text("")

@@ -146,7 +146,9 @@ def test_state_written_by_other_code_is_not_resumed(world, monkeypatch):
     assert again["resumed_from"] is None and again["steps_done"] == 4
 
 
-def test_collapse_stop_keeps_the_last_good_checkpoint(world):
+def collapse_config(world) -> tuple[dict, int]:
+    """5 steps, a checkpoint at each, a stop at the first step whose answers lack a box; and
+    the completions per step."""
     config = json.loads(json.dumps(world["config"]))
     config["training"].update(steps=5, save_steps=1)
     config["training"]["collapse"] = {
@@ -154,7 +156,11 @@ def test_collapse_stop_keeps_the_last_good_checkpoint(world):
         "patience": 1,
         "action": "stop",
     }
-    per_step = config["training"]["prompts_per_step"] * config["training"]["num_generations"]
+    return config, config["training"]["prompts_per_step"] * config["training"]["num_generations"]
+
+
+def test_collapse_stop_keeps_the_last_good_checkpoint(world):
+    config, per_step = collapse_config(world)
     CALLS.update(n=0, after=2 * per_step)  # steps 1-2 well-formed, step 3 collapses
     manifest = run(world, "collapse", config=config, domain="flipdomain")
     state = world["dir"] / "collapse" / "state"
@@ -179,14 +185,7 @@ def test_collapse_stop_keeps_the_last_good_checkpoint(world):
 def test_collapse_stop_right_after_a_resume_keeps_the_resumed_checkpoint(world):
     """Killed after step 3's checkpoint, resumed, collapsed at step 4: the weights are
     checkpoint 3's, not the stage's start (the resumed run's first good step is 3)."""
-    config = json.loads(json.dumps(world["config"]))
-    config["training"].update(steps=5, save_steps=1)
-    config["training"]["collapse"] = {
-        "thresholds": {"format_violation_rate": 0.5},
-        "patience": 1,
-        "action": "stop",
-    }
-    per_step = config["training"]["prompts_per_step"] * config["training"]["num_generations"]
+    config, per_step = collapse_config(world)
     CALLS.update(n=0, after=3 * per_step)  # steps 1-3 well-formed, step 4 collapses
     with pytest.raises(KeyboardInterrupt):
         run(world, "collapse-resume", config=config, domain="flipdomain", callbacks=[Kill(at=3)])

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from typing import Any
 
 from cptlab.verifiers.base import Verdict, register
 
@@ -31,6 +30,7 @@ _GPQA_LETTER = re.compile(r"\b(A|B|C|D)\b")
 _MCQ_FORMAT = re.compile(r"<answer>\s*(A|B|C|D)\s*</answer>$")
 _REACT_ACTION = re.compile(r"Action:\s*(\w+)")
 _REACT_INPUT = re.compile(r"Action Input:\s*({.*?})", re.DOTALL)
+_REACT_FORMAT = re.compile(r"Action:.*?\nAction Input:.*?", re.DOTALL)
 
 
 def _verdict(right: bool, feedback: str = "", reason: str | None = None) -> Verdict:
@@ -135,21 +135,13 @@ def study_react(completion: str) -> tuple[list[str], dict]:
 
 
 def study_reference_calls(row: dict) -> tuple[list[str], dict]:
-    """The reference action names and merged inputs; an input that is not a JSON object
-    counts as {} (tooluse.py parses the golden `Action_Input` strings that way)."""
-    names: list[str] = []
+    """The reference action names and merged inputs. (tooluse.py counts a golden input that
+    is not JSON as {}; the loaders exclude such rows, so every input here is an object.)"""
+    calls = json.loads(row["answer"])
     merged: dict = {}
-    for call in json.loads(row["answer"]):
-        names.append(call["name"])
-        arguments: Any = call.get("arguments")
-        if isinstance(arguments, str):
-            try:
-                arguments = json.loads(arguments)
-            except json.JSONDecodeError:
-                arguments = {}
-        if arguments:
-            merged.update(arguments)
-    return names, merged
+    for call in calls:
+        merged.update(call["arguments"])
+    return [call["name"] for call in calls], merged
 
 
 @register("study_react_tool")
@@ -163,6 +155,5 @@ def study_react_tool(completion: str, row: dict) -> Verdict:
         problems.append(f"Actions mismatch: predicted {actions}, expected {expected_actions}")
     if inputs != expected_inputs:
         problems.append(f"Action inputs mismatch: predicted {inputs}, expected {expected_inputs}")
-    has_format = re.search(r"Action:.*?\nAction Input:.*?", completion, re.DOTALL) is not None
-    reason = None if has_format else "no Action / Action Input lines"
+    reason = None if _REACT_FORMAT.search(completion) else "no Action / Action Input lines"
     return _verdict(not problems, "; ".join(problems), reason)

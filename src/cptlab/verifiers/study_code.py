@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import re
 import secrets
+from functools import cache
 from pathlib import Path
 
 from cptlab.sandbox import Limits, run_python
@@ -40,6 +41,12 @@ STUDY_ASSERT_TIME_LIMIT = 5.0
 STUDY_MEMORY_MB = 1024
 MAX_RUN_SECONDS = 300.0
 MAX_REPORT_BYTES = 16 << 20
+
+
+@cache
+def harness_source() -> str:
+    """The harness's text, read once per process (it runs for every completion)."""
+    return HARNESS.read_text()
 
 
 def study_program(completion: str) -> str | None:
@@ -126,7 +133,7 @@ def study_code(completion: str, row: dict) -> Verdict:
                "nonce": nonce}  # fmt: skip
     limits = Limits(cpu_seconds=budget, wall_seconds=budget, memory_mb=STUDY_MEMORY_MB,
                     max_output_bytes=MAX_REPORT_BYTES)  # fmt: skip
-    run = run_python(HARNESS.read_text(), stdin=json.dumps(request), limits=limits)
+    run = run_python(harness_source(), stdin=json.dumps(request), limits=limits)
     if run.status == "sandbox_error":
         return Verdict(0.0, "The code could not be run.", f"sandbox error: {run.stderr[-300:]}")
     lines = [ln for ln in run.stdout.splitlines() if ln.startswith(nonce)]

@@ -227,8 +227,8 @@ def _lcb_date(value: Any) -> str:
     return str(value)[:10] if value is not None else ""
 
 
-def _lcb_study_prompt(raw: dict, content: str, meta: dict) -> list[dict]:
-    """The study's prompt; a functional problem's tests become asserts on its function."""
+def _lcb_study_prompt(raw: dict, content: str) -> list[dict]:
+    """The study's prompt: the problem, with a functional problem's signature line."""
     problem = content
     starter = raw.get(LCB_STARTER)
     if isinstance(starter, str) and starter.strip():
@@ -236,12 +236,6 @@ def _lcb_study_prompt(raw: dict, content: str, meta: dict) -> list[dict]:
             raise _Bad("starter_code has no `def`")
         signature = "def " + starter.split("def ")[1].split("Input\n")[0].strip()
         problem += LCB_SIGNATURE.format(signature=signature)
-    if meta["kind"] == "functional":
-        meta["tests"] = [_lcb_assert(meta["func_name"], t) for t in meta["tests"]]
-        meta["verifier"] = "python_unit_tests"
-        # The signature's annotations (List[int]) need typing's names, which the study's
-        # harness provides too.
-        meta["prelude"] = LCB_PRELUDE
     # data/preprocess.py drops `self` from the whole prompt, so the function is top-level.
     (user,) = CODE_FORMAT.messages(problem=problem)
     return [{**user, "content": user["content"].replace("(self, ", "(")}]
@@ -341,7 +335,13 @@ def _convert_livecodebench(raw: dict, ctx: _Ctx, load: Load) -> dict:
     }
     meta = {k: v for k, v in meta.items() if v is not None}
     if load["prompt"] == "study":
-        messages = _lcb_study_prompt(raw, content, meta)
+        messages = _lcb_study_prompt(raw, content)
+        if kind == "functional":  # the top-level function the prompt asks for, by asserts
+            meta["tests"] = [_lcb_assert(meta["func_name"], t) for t in meta["tests"]]
+            meta["verifier"] = "python_unit_tests"
+            # The signature's annotations (List[int]) need typing's names, which the study's
+            # harness provides too.
+            meta["prelude"] = LCB_PRELUDE
     else:
         messages = _prompt(LCB_SYSTEM, _lcb_driver_prompt(raw, content, kind, meta))
     return _row("livecodebench", "code", _slug(raw_id), messages, CODE_ANSWER, meta)

@@ -70,7 +70,8 @@ class Recipe:
     keep:    (raw row, load) -> None to keep it, else the reason it is excluded (counted).
     columns: the raw fields `keep` reads (Arrow sources read only those while filtering).
     holdout: the part of a held-out split this entry is (`Holdout`), or None.
-    group:   (load, positions) -> {group: positions}: each group is split on its own.
+    group:   (load, positions) -> {group: positions}: each group is split on its own (called
+             on every load, so it may also record per-row facts for `convert`).
     open:    (load, path) -> `_Source`, for sources the generic reader cannot open.
     expand:  (load, source) -> `_Source`: the items to convert, when a raw row holds several.
     check:   (load) -> None, raising ValueError for option values the entry does not take.
@@ -125,8 +126,9 @@ class Recipe:
             source = run.source = self.expand(load, source)
         keep = None if self.keep is None else (lambda raw: self.keep(raw, load))
         positions = run.filter(keep, self.columns)
+        # The groups are formed even without a split: `group` may record what convert reads.
+        groups = self.group(load, positions) if self.group else {None: positions}
         if self.holdout is not None and load["holdout"] is not None:
-            groups = self.group(load, positions) if self.group else {None: positions}
             chosen = {
                 i
                 for members in groups.values()

@@ -190,8 +190,6 @@ def _group_sciknoweval(load: Load, positions: list[int]) -> dict[str, list[int]]
 
 
 def _convert_sciknoweval(raw: dict, ctx: _Ctx, load: Load) -> dict:
-    if "where" not in load.state:  # holdout=None: the grouping never ran
-        _group_sciknoweval(load, list(range(len(load.run.source))))
     domain, index = load.state["where"][ctx.index]
     if is_study_file_row(raw):
         _text(raw.get(STUDY_SYSTEM), "system")
