@@ -53,13 +53,18 @@ CASES = {
     ),
     "batch shape against the micro-batch": (
         edit(lambda c: c["training"].update(micro_batch_size=3)),
-        "= 4 completions per step must split into micro_batch_size 3 x 1 process(es)",
+        "= 4 completions per rollout batch must split into updates_per_generation 1 x "
+        "micro_batch_size 3 x 1 process(es)",
+    ),
+    "mini-batches of whole prompts": (
+        edit(lambda c: c["methods"]["grpo"].update(updates_per_generation=3)),
+        "methods.grpo (training): prompts_per_step 2 must split into updates_per_generation 3",
     ),
     "batch shape against the launcher's processes": (
         edit(
             lambda c: c["resources"]["train"].update(launcher="accelerate launch --num_processes 3")
         ),
-        "must split into micro_batch_size 1 x 3 process(es)",
+        "must split into updates_per_generation 1 x micro_batch_size 1 x 3 process(es)",
     ),
     "a key the trainer does not take": (
         edit(lambda c: c["methods"]["grpo"].update(teacher="frozen")),

@@ -376,12 +376,81 @@ def test_launcher_starts_the_cli_as_a_module() -> None:
     assert cptlab_invocation(f"{torchrun} ") == f"{torchrun} -m cptlab"
 
 
-def test_paper_config_trains_with_the_studys_loss_settings() -> None:
-    """docs/study-training.md: GRPO's per-sequence token mean, SDPO's top-k 100 loss with a
-    tail at alpha 0.5 and the study's teacher templates."""
-    assert PAPER["methods"]["grpo"]["loss_type"] == "grpo"
-    for name, entry in PAPER["methods"].items():
-        if entry["trainer"] == "sdpo":
-            assert (entry["distillation_mode"], entry["distillation_topk"]) == ("topk_logits", 100)
-            assert entry["distillation_add_tail"] and entry["distillation_alpha"] == 0.5, name
-            assert entry["teacher_templates"] == "study", name
+# The study's values (Moenupa/SDPO-CL @ d277934: baseline_grpo.yaml, sdpo.yaml, user.yaml,
+# actor/actor.yaml, algorithm/rollout_correction.yaml), in cptlab's keys: docs/study-training.md.
+STUDY_TRAINING = {
+    "prompts_per_step": 32,
+    "num_generations": 8,
+    "micro_batch_size": 1,
+    "learning_rate": 1.0e-5,
+    "warmup_steps": 10,
+    "weight_decay": 0.01,
+    "max_grad_norm": 1.0,
+    "max_prompt_length": 2048,
+    "max_completion_length": 8192,
+    "temperature": 1.0,
+    "steps": 50,
+}
+STUDY_POLICY = {
+    "epsilon": 0.2,
+    "epsilon_high": 0.28,
+    "scale_rewards": "none",
+    "vllm_importance_sampling_correction": True,
+    "vllm_importance_sampling_mode": "token_truncate",
+    "vllm_importance_sampling_clip_max": 2.0,
+    "vllm_importance_sampling_clip_min": None,
+}
+STUDY_GRPO = {"loss_type": "grpo", "beta": 0.0, "updates_per_generation": 4}
+STUDY_SDPO = {
+    "updates_per_generation": 1,
+    "distillation_mode": "topk_logits",
+    "distillation_topk": 100,
+    "distillation_add_tail": True,
+    "distillation_alpha": 0.5,
+    "distillation_is_clip": 2.0,
+    "max_reprompt_length": 10240,
+    "reprompt_truncation": "right",
+    "dont_reprompt_on_self_success": True,
+    "feedback": True,
+    "feedback_only_without_solution": True,
+    "teacher_templates": "study",
+    "success_threshold": 0.5,
+}
+
+
+def test_paper_config_pins_the_studys_values() -> None:
+    """Every "matches" row of docs/study-training.md that is a value, resolved as a stage sees
+    it (the method's keys over the trainer's defaults, the training section with overrides)."""
+    from cptlab.train.spec import resolve_stage
+
+    teachers = {"sdpo_frozen": "frozen", "sdpo_ema5": "ema", "sdpo_frozen_cot": "frozen"}
+    for method in PAPER["methods"]:
+        settings = resolve_stage(PAPER, method, "math")
+        assert {k: settings.training[k] for k in STUDY_TRAINING} == STUDY_TRAINING, method
+        expected = {**STUDY_POLICY, **(STUDY_GRPO if settings.trainer == "grpo" else STUDY_SDPO)}
+        assert {k: settings.params[k] for k in expected} == expected, method
+        thinking = settings.training["chat_template_kwargs"]["enable_thinking"]
+        assert thinking == (method == "sdpo_frozen_cot"), method  # docs: the CoT variant
+        if settings.trainer == "sdpo":
+            assert settings.params["teacher"] == teachers[method], method
+            assert settings.params["keep_thinking"] == (method == "sdpo_frozen_cot"), method
+    assert resolve_stage(PAPER, "sdpo_ema5", "math").params["ema_rate"] == 0.05
+    assert resolve_stage(PAPER, "grpo", "code").steps == 20
+
+
+def test_paper_config_makes_the_studys_updates_per_rollout_batch(monkeypatch, tmp_path) -> None:
+    """GRPO: 32 prompts x 8 rollouts per rollout batch in 4 mini-batches of 8 prompts (verl's
+    ppo_mini_batch_size), i.e. TRL generates 256 completions every 8 micro-steps of 4 x 8 GPUs
+    and steps the optimizer every 2; 50 rollout batches are 200 updates. SDPO: one update."""
+    from cptlab.train.spec import resolve_stage
+    from cptlab.train.stage import trl_common_args
+
+    monkeypatch.setenv("WORLD_SIZE", "8")
+    grpo = trl_common_args(resolve_stage(PAPER, "grpo", "math"), 0, tmp_path)
+    per_generation = grpo["per_device_train_batch_size"] * 8 * grpo["steps_per_generation"]
+    assert per_generation == 32 * 8
+    assert grpo["steps_per_generation"] // grpo["gradient_accumulation_steps"] == 4
+    assert (grpo["max_steps"], grpo["logging_steps"], grpo["save_steps"]) == (200, 4, 40)
+    sdpo = trl_common_args(resolve_stage(PAPER, "sdpo_frozen", "code"), 0, tmp_path)
+    assert sdpo["steps_per_generation"] == sdpo["gradient_accumulation_steps"]
+    assert sdpo["max_steps"] == 20

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 
 import pytest
@@ -300,3 +301,145 @@ def test_other_distillation_objectives_train(world, mode):
     last = [r for r in trainer.state.log_history if "loss" in r][-1]
     assert last["self_distillation/reprompt_sample_fraction"] > 0
     assert torch.isfinite(torch.tensor(last["loss"])) and last["grad_norm"] > 0
+
+
+@pytest.mark.parametrize("side", ["left", "right", "error"])
+def test_long_teacher_prompts_are_cut_on_the_configured_side(world, side):
+    world["config"]["methods"]["sdpo_cut"] = {
+        "trainer": "sdpo",
+        "teacher": "frozen",
+        "reprompt_truncation": side,
+    }
+    trainer = make(world, "sdpo_cut")
+    full = _teacher_prompt(trainer, _build(trainer, ["a", "\\boxed{5}"] * 2, [0, 1, 0, 0])[1], 0)
+    tokenizer = trainer.processing_class
+    ids = tokenizer(full, add_special_tokens=False)["input_ids"]
+    trainer.args.max_reprompt_len = len(ids) - 5
+    if side == "error":
+        with pytest.raises(ValueError, match=f"has {len(ids)} tokens, over max_reprompt_length"):
+            _build(trainer, ["a", "\\boxed{5}"] * 2, [0, 1, 0, 0])
+        return
+    cut = _teacher_prompt(trainer, _build(trainer, ["a", "\\boxed{5}"] * 2, [0, 1, 0, 0])[1], 0)
+    kept = ids[5:] if side == "left" else ids[:-5]  # left: TRL's (the end); right: the study's
+    assert tokenizer(cut, add_special_tokens=False)["input_ids"] == kept
+
+
+def test_trust_region_teacher_interpolates_reference_and_student_logits(world):
+    """The SDPO reference's trust-region teacher: lerp(reference, student, mix) of the logits,
+    both models on the teacher's input; mix 0 is the frozen reference."""
+    world["config"]["methods"]["sdpo_trust"] = {
+        "trainer": "sdpo",
+        "teacher": "trust_region",
+        "anchor": "base",
+        "trust_region_mix": 0.25,
+    }
+    trainer = make(world, "sdpo_trust", start=world["stage1"], anchor=str(world["base"]))
+    assert (
+        trainer.args.teacher_model_kind == "base" and trainer.args.teacher_trust_region_mix == 0.25
+    )
+    inputs = _batch(trainer, rows=3, length=7, active=[1, 1, 1])
+    with torch.no_grad():
+        out = trainer._compute_teacher_student_logits(trainer.model, trainer.teacher_model, inputs)
+        width = inputs["completion_ids"].size(1)
+        reference = trainer._forward_logits(
+            trainer.teacher_model,
+            inputs["teacher_input_ids"],
+            inputs["teacher_attention_mask"],
+            width,
+        )
+        student = trainer._forward_logits(
+            trainer.model, inputs["teacher_input_ids"], inputs["teacher_attention_mask"], width
+        )
+    assert not torch.allclose(reference, student)  # the stage-1 student differs from the base
+    torch.testing.assert_close(out.teacher_logits, 0.75 * reference + 0.25 * student)
+
+
+def test_rollout_weights_multiply_the_distillation_loss(world):
+    """verl's SDPO loss with `rollout_is`: each token's loss times its rollout weight, then the
+    per-sequence token mean; weights of 1 give TRL's loss."""
+    world["config"]["methods"]["sdpo_topk"] = {
+        "trainer": "sdpo",
+        "teacher": "frozen",
+        "distillation_mode": "topk_logits",
+        "distillation_topk": 8,
+        "distillation_add_tail": True,
+        "distillation_alpha": 0.5,
+    }
+    trainer = make(world, "sdpo_topk", start=world["stage1"], anchor=str(world["base"]))
+    trainer.model.train()
+    inputs = _batch(trainer, rows=4, length=9, active=[1, 1, 1, 1])
+    with torch.no_grad():
+        logits = trainer._compute_teacher_student_logits(
+            trainer.model, trainer.teacher_model, inputs
+        )
+    trl = trainer._compute_self_distillation_loss(trainer.model, inputs, logits)
+    ones = {**inputs, "rollout_is_weights": torch.ones(4, 9)}
+    torch.testing.assert_close(
+        trainer._compute_self_distillation_loss(trainer.model, ones, logits), trl
+    )
+    weights = torch.rand(4, 9, generator=torch.Generator().manual_seed(1)) * 2
+    per_token = trainer._compute_self_distillation_loss
+    weighted = per_token(trainer.model, {**inputs, "rollout_is_weights": weights}, logits)
+    # the same loss computed by hand from TRL's per-token top-k loss
+    from trl.experimental.sdpo.loss_utils import compute_topk_self_distillation_loss
+
+    tokens = compute_topk_self_distillation_loss(
+        logits.student_logits,
+        logits.teacher_logits,
+        distillation_topk=8,
+        distillation_alpha=0.5,
+        distillation_add_tail=True,
+    )
+    mask = logits.loss_mask
+    expected = ((tokens * weights * mask).sum(-1) / mask.sum(-1)).mean()
+    torch.testing.assert_close(weighted, expected)
+    assert not torch.allclose(weighted, trl)
+
+
+def test_rollout_weights_come_from_the_training_model_before_the_update(world):
+    """With vLLM rollouts (not runnable on CPU CI), sample_rollouts stores these weights: the
+    training model's log-probs (a no-grad forward when updates are on-policy) against the
+    sampler's, per token, clamped at 2.0 as the study does."""
+    world["config"]["methods"]["sdpo_is"] = {
+        "trainer": "sdpo",
+        "teacher": "frozen",
+        "vllm_importance_sampling_mode": "token_truncate",
+        "vllm_importance_sampling_clip_max": 2.0,
+    }
+    trainer = make(world, "sdpo_is")
+    batch = _batch(trainer, rows=3, length=5, active=[1, 1, 1])
+    from trl.trainer.utils import selective_log_softmax
+
+    with torch.no_grad():
+        logits = trainer._forward_logits(
+            trainer.model,
+            torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1),
+            torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1),
+            5,
+        )
+        own = selective_log_softmax(logits, batch["completion_ids"])
+    lengths = batch["completion_mask"].sum(1).tolist()
+    same_sampler = [own[i, :n].tolist() for i, n in enumerate(lengths)]
+    weights = trainer._rollout_weights(batch, same_sampler)
+    torch.testing.assert_close(weights, torch.ones(3, 5))
+    unlikely = [[x - math.log(3) for x in row] for row in same_sampler]  # ratio 3 -> clamped
+    weights = trainer._rollout_weights(batch, unlikely)
+    assert weights[batch["completion_mask"].bool()].tolist() == [2.0] * sum(lengths)
+
+
+@pytest.mark.parametrize("method, kept", [("sdpo_study", False), ("sdpo_frozen", True)])
+def test_the_study_also_strips_reasoning_without_its_opening_tag(world, method, kept):
+    """The study's second rule (ray_trainer.py): text up to a `</think>` with no opening tag is
+    reasoning; TRL's templates keep TRL's single rule."""
+    trainer = make(world, method)
+    trainer.reward_funcs[0].last_verdicts = [Verdict(0.0, "Wrong."), Verdict(1.0, "")] * 2
+    demo = "add the tens</think> \\boxed{5}"
+    prompt, context = _build(trainer, ["a", demo, "c", "d"], [0.0, 1.0, 0.0, 0.0])
+    text = _teacher_prompt(trainer, context, 0)
+    assert ("add the tens</think>" in text) == kept and "\\boxed{5}" in text
+    templates = "study" if method == "sdpo_study" else "trl"
+    feedback = "Wrong." if method == "sdpo_study" else None
+    expected = teacher_messages(prompt, demo, feedback=feedback, templates=templates)
+    assert text == trainer.processing_class.apply_chat_template(
+        expected, tokenize=False, add_generation_prompt=True
+    )

@@ -34,6 +34,11 @@ def test_defaults_follow_the_study():
         "scale_rewards": "none",
         "loss_type": "dapo",
         "importance_sampling_level": "token",
+        "updates_per_generation": 1,
+        "vllm_importance_sampling_correction": True,  # TRL's GRPOConfig defaults
+        "vllm_importance_sampling_mode": "sequence_mask",
+        "vllm_importance_sampling_clip_max": 3.0,
+        "vllm_importance_sampling_clip_min": None,
         "beta": 0.0,
     }
     sdpo = resolve_stage(tiny_config(), "sdpo_ema", "math")

@@ -127,6 +127,46 @@ def test_resume_after_kill_ends_with_the_same_weights(world, method):
         assert x["loss"] == y["loss"] and x["verifier/reward_mean"] == y["verifier/reward_mean"]
 
 
+def test_several_updates_per_rollout_batch(world, monkeypatch):
+    """updates_per_generation 2: each rollout batch is scored once and split into two optimizer
+    updates; the second is off-policy (TRL computes rollout-time log-probs for the ratio);
+    the log has one line per rollout batch; a kill inside a rollout batch resumes to the same
+    weights as an uninterrupted run."""
+    config = json.loads(json.dumps(world["config"]))
+    config["methods"]["grpo"]["updates_per_generation"] = 2
+    config["training"].update(steps=3, save_steps=1)
+    per_batch = config["training"]["prompts_per_step"] * config["training"]["num_generations"]
+    seen = []
+    original = CptGRPOTrainer.compute_loss
+
+    def recording(self, model, inputs, *args, **kwargs):
+        seen.append(inputs.get("old_per_token_logps") is not None)
+        return original(self, model, inputs, *args, **kwargs)
+
+    monkeypatch.setattr(CptGRPOTrainer, "compute_loss", recording)
+    CALLS.update(n=0, after=10**9)
+    whole = run(world, "updates-whole", config=config, domain="flipdomain")
+    assert CALLS["n"] == 3 * per_batch  # three rollout batches scored, not six
+    assert whole["steps_done"] == 3 and whole["optimizer_steps_done"] == 6
+    assert all(seen) and len(seen) == 6  # one micro-batch per update here
+    lines = [
+        json.loads(line)
+        for line in (world["dir"] / "updates-whole" / "out" / "train_log.jsonl").open()
+    ]
+    assert [(r["step"], r["rollout_batch"]) for r in lines] == [(2, 1), (4, 2), (6, 3)]
+    state = world["dir"] / "updates-whole" / "state"
+    assert sorted(p.name for p in state.glob("checkpoint-*")) == [
+        "checkpoint-2",
+        "checkpoint-4",
+        "checkpoint-6",
+    ]
+    with pytest.raises(KeyboardInterrupt):  # after update 3 of 6: inside rollout batch 2
+        run(world, "updates-killed", config=config, domain="flipdomain", callbacks=[Kill(at=3)])
+    resumed = run(world, "updates-killed", config=config, domain="flipdomain")
+    assert resumed["resumed_from"] == "checkpoint-2"
+    assert resumed["weights_sha256"] == whole["weights_sha256"]
+
+
 def test_rerun_after_the_last_checkpoint_trains_no_further(world):
     whole = run(world, "after-last")  # 4 steps, checkpoints at 2 and 4
     shutil.rmtree(world["dir"] / "after-last" / "out")  # killed before the manifest was written

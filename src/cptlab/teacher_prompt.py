@@ -29,8 +29,16 @@ TEACHER_TEMPLATES = {
 }
 
 
-def strip_thinking(text: str) -> str:
-    return re.sub(r"<think>.*?</think>", "", text, flags=re.DOTALL).strip()
+def strip_thinking(text: str, unopened: bool = False) -> str:
+    """TRL's removal of `<think>...</think>` blocks; with `unopened`, also the study's second
+    rule: a `</think>` without an opening tag ends reasoning that began at the start
+    (Moenupa/SDPO-CL, verl/trainer/ppo/ray_trainer.py, `_remove_thinking_trace`)."""
+    text = re.sub(r"<think>.*?</think>", "", text, flags=re.DOTALL).strip()
+    return strip_unopened_thinking(text) if unopened else text
+
+
+def strip_unopened_thinking(text: str) -> str:
+    return re.sub(r"^.*?</think>\s*", "", text, flags=re.DOTALL)
 
 
 def teacher_messages(
@@ -44,7 +52,11 @@ def teacher_messages(
     reprompt_template, solution_template, feedback_template = TEACHER_TEMPLATES[templates]
     solution = ""
     if demonstration is not None:
-        demo = demonstration if keep_thinking else strip_thinking(demonstration)
+        demo = (
+            demonstration
+            if keep_thinking
+            else strip_thinking(demonstration, unopened=templates == "study")
+        )
         solution = solution_template.format(successful_previous_attempt=demo)
     feedback_text = feedback_template.format(feedback_raw=feedback) if feedback else ""
     user = reprompt_template.format(

@@ -7,6 +7,14 @@ from trl import GRPOConfig, GRPOTrainer
 
 from cptlab.train.mixin import StageRecorder, StageTrainerMixin
 
+# Method keys that are TRL's own GRPOConfig fields (cptlab's SDPO config takes them too).
+ROLLOUT_IS_KEYS = (
+    "vllm_importance_sampling_correction",
+    "vllm_importance_sampling_mode",
+    "vllm_importance_sampling_clip_max",
+    "vllm_importance_sampling_clip_min",
+)
+
 
 class CptGRPOTrainer(StageTrainerMixin, GRPOTrainer):
     """TRL's `GRPOTrainer` plus cptlab's stage bookkeeping; the training math is unchanged.
@@ -33,4 +41,5 @@ def grpo_args(params: dict, common: dict) -> GRPOConfig:
         scale_rewards=params["scale_rewards"],
         loss_type=params["loss_type"],
         importance_sampling_level=params["importance_sampling_level"],
+        **{key: params[key] for key in ROLLOUT_IS_KEYS},
     )

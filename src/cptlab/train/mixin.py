@@ -59,7 +59,7 @@ class StageTrainerMixin:
 
     def training_step(self, model, inputs, num_items_in_batch=None):
         accumulation = self.args.gradient_accumulation_steps
-        if self._step % accumulation == 0:
+        if self._step % self.args.steps_per_generation == 0:  # a rollout batch starts
             self.recorder.step_started = time.perf_counter()
         loss = super().training_step(model, inputs, num_items_in_batch)
         if not torch.isfinite(loss).all():
@@ -99,7 +99,10 @@ class StageTrainerMixin:
         reward_metrics, reasons = merge_step_stats(stats)
         extra.update(reward_metrics)
         extra.update(rec.monitor.step_metrics(gather_object([rec.monitor.take_batch()])))
-        if rec.probe is not None and step % rec.probe.every == 0:
+        # Logged once per rollout batch (logging_steps = updates per rollout batch).
+        updates = self.args.steps_per_generation // self.args.gradient_accumulation_steps
+        extra["rollout_batch"] = step // updates
+        if rec.probe is not None and extra["rollout_batch"] % rec.probe.every == 0:
             extra.update(rec.probe.measure(self.model))
         logs.update(extra)
         super().log(logs, start_time)  # TRL adds its metrics to `logs` here
@@ -108,6 +111,8 @@ class StageTrainerMixin:
             if source in record:
                 record[alias] = record[source]
         record["reasons"] = reasons
+        if len(stats) > 1:  # which prompts each process trained on (disjoint, whole groups)
+            record["rank_rows"] = [part["rows"] for part in stats]
         if self.is_world_process_zero():
             _append_line(rec.log_path, record)
 

@@ -33,7 +33,7 @@ class KLProbe:
         attention_mask (`torch.Tensor`): 1 on real tokens.
         completion_mask (`torch.Tensor`): 1 on completion tokens, over the last columns.
         start_logps (`torch.Tensor`): the start model's log-prob of each completion token.
-        every (`int`): measure every N optimizer steps.
+        every (`int`): measure every N rollout batches.
     """
 
     input_ids: torch.Tensor

@@ -48,6 +48,7 @@ class VerifierReward:
         self.last_verdicts: list[Verdict] = []
         self.last_texts: list[str] = []
         self._pending: list[Verdict] = []
+        self._pending_rows: list[int] = []
 
     def _score_one(self, text: str, row: dict) -> Verdict:
         # Verifier names are checked before training (check_verifiers), so nothing here is a
@@ -77,6 +78,7 @@ class VerifierReward:
         self.last_verdicts = verdicts
         self.last_texts = texts
         self._pending.extend(verdicts)
+        self._pending_rows.extend(int(i) for i in row_index)
         if self.monitor is not None:
             self.monitor.observe(texts, kwargs.get("completion_ids"), verdicts)
         return [float(v.reward) for v in verdicts]
@@ -89,9 +91,10 @@ class VerifierReward:
         """Reward statistics of the verdicts since the previous call, then reset.
 
         Returns plain numbers plus `reasons` (reason label -> count), mergeable across processes
-        with `merge_step_stats`.
+        with `merge_step_stats`, and `rows`: the training rows this process scored.
         """
         verdicts, self._pending = self._pending, []
+        rows, self._pending_rows = self._pending_rows, []
         rewards = [v.reward for v in verdicts]
         return {
             "n": len(rewards),
@@ -100,6 +103,7 @@ class VerifierReward:
             "success": sum(r >= success_threshold for r in rewards),
             "with_reason": sum(v.reason is not None for v in verdicts),
             "reasons": dict(Counter(reason_key(v.reason) for v in verdicts if v.reason)),
+            "rows": sorted(set(rows)),
         }
 
 

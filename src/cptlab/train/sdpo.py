@@ -13,6 +13,11 @@ Overrides (everything else is TRL's code, unchanged):
   prompt through TRL's `privileged_context` channel.
 - `_save_checkpoint` / `_load_optimizer_and_scheduler`: the EMA teacher's weights are part of the
   trainer checkpoint, so a resumed run continues the same teacher.
+- the trust-region teacher: teacher logits = lerp(reference, student, mix) on the teacher's input.
+- `_generate_vllm` / `sample_rollouts` / `_compute_self_distillation_loss`: the rollout
+  importance weight of vLLM rollouts (TRL's GRPO keys and modes) multiplies the per-token
+  distillation loss, as in the study's SDPO loss.
+- teacher prompts longer than `max_reprompt_len` are cut on a chosen side (TRL keeps the end).
 """
 
 from __future__ import annotations
@@ -26,16 +31,31 @@ from dataclasses import dataclass, field
 import torch
 from accelerate.utils import is_peft_model
 from trl.experimental.sdpo import SDPOConfig, SDPOTrainer
+from trl.experimental.sdpo.loss_utils import (
+    apply_importance_sampling_clipping,
+    compute_full_logit_self_distillation_loss,
+    compute_sampled_token_self_distillation_loss,
+    compute_topk_self_distillation_loss,
+)
 from trl.experimental.sdpo.sdpo_trainer import SuccessfulRolloutTeacherContextBuilder
 from trl.experimental.sdpo.teacher_sync import SyncTeacherModelCallback
 from trl.models import prepare_deepspeed, prepare_fsdp
 from trl.trainer.callbacks import SyncRefModelCallback
-from trl.trainer.utils import create_model_from_path, get_config_model_id
+from trl.trainer.utils import (
+    create_model_from_path,
+    get_config_model_id,
+    pad,
+    selective_log_softmax,
+)
 
-from cptlab.teacher_prompt import TEACHER_TEMPLATES
+from cptlab.teacher_prompt import TEACHER_TEMPLATES, strip_unopened_thinking
+from cptlab.train.grpo import ROLLOUT_IS_KEYS
 from cptlab.train.mixin import StageRecorder, StageTrainerMixin
+from cptlab.train.rollout_is import MODES, rollout_is_weights, sampling_logps
 
-TEACHER_KINDS = {"frozen": "base", "ema": "ema", "live": "live"}  # cptlab name -> TRL's
+# cptlab name -> TRL's kind; the trust-region teacher is TRL's frozen one, mixed with the student
+TEACHER_KINDS = {"frozen": "base", "ema": "ema", "live": "live", "trust_region": "base"}
+TRUNCATION_SIDES = ("left", "right", "error")
 TEACHER_STATE = "sdpo_teacher.pt"
 
 
@@ -71,6 +91,26 @@ class CptSDPOConfig(SDPOConfig):
         log_entropy (`bool`, *optional*, defaults to `True`):
             Log the mean entropy of the student's next-token distribution over the forwarded
             completion tokens (`entropy`; with `skip_inactive_rows`, over the reprompted rows).
+        teacher_trust_region_mix (`float`, *optional*):
+            With a frozen teacher (`teacher_model_kind="base"`), the trust-region teacher of the
+            SDPO reference: its logits are `lerp(reference, student, mix)`, both models run on the
+            teacher's input, the student without gradient. `None` (default): off.
+        remove_unopened_thinking (`bool`, *optional*, defaults to `False`):
+            With `remove_thinking_from_demonstration`, also delete a demonstration's text up to a
+            first `</think>` that has no opening tag (the study's second rule; TRL has only the
+            first, matched pairs).
+        reprompt_truncation (`str`, *optional*, defaults to `"left"`):
+            How a teacher prompt longer than `max_reprompt_len` tokens is cut: `"left"` keeps its
+            last tokens (TRL's behaviour), `"right"` its first (the study's), `"error"` raises.
+        vllm_importance_sampling_correction (`bool`, *optional*, defaults to `True`):
+            With vLLM rollouts, multiply the per-token distillation loss by the rollout
+            importance weight p_train / p_vllm (the keys and modes of TRL's `GRPOConfig`).
+        vllm_importance_sampling_mode (`str`, *optional*, defaults to `"sequence_mask"`):
+            `token_truncate`, `token_mask`, `sequence_truncate` or `sequence_mask`, as in TRL.
+        vllm_importance_sampling_clip_max (`float`, *optional*, defaults to `3.0`):
+            Upper bound of the weight (clamped, or masked above, by the mode).
+        vllm_importance_sampling_clip_min (`float`, *optional*):
+            Lower bound of the weight (`None`: none).
     """
 
     teacher_anchor_path: str | None = field(
@@ -92,9 +132,46 @@ class CptSDPOConfig(SDPOConfig):
         metadata={"help": "Forward only reprompted rows when distillation_weight is 1."},
     )
     log_entropy: bool = field(default=True, metadata={"help": "Log the student's entropy."})
+    teacher_trust_region_mix: float | None = field(
+        default=None, metadata={"help": "Teacher logits = lerp(reference, student, mix)."}
+    )
+    remove_unopened_thinking: bool = field(
+        default=False, metadata={"help": "Also strip reasoning that lacks its opening tag."}
+    )
+    reprompt_truncation: str = field(
+        default="left", metadata={"help": "Cut long teacher prompts: left, right or error."}
+    )
+    vllm_importance_sampling_correction: bool = field(
+        default=True, metadata={"help": "Rollout importance weights for vLLM rollouts."}
+    )
+    vllm_importance_sampling_mode: str = field(
+        default="sequence_mask", metadata={"help": f"One of {', '.join(MODES)}."}
+    )
+    vllm_importance_sampling_clip_max: float | None = field(
+        default=3.0, metadata={"help": "Upper bound of the rollout importance weight."}
+    )
+    vllm_importance_sampling_clip_min: float | None = field(
+        default=None, metadata={"help": "Lower bound of the rollout importance weight."}
+    )
 
     def __post_init__(self):
         super().__post_init__()
+        if self.reprompt_truncation not in TRUNCATION_SIDES:
+            raise ValueError(
+                f"`reprompt_truncation` must be one of {TRUNCATION_SIDES}, "
+                f"got {self.reprompt_truncation!r}."
+            )
+        if self.vllm_importance_sampling_mode not in MODES:
+            raise ValueError(
+                f"`vllm_importance_sampling_mode` must be one of {MODES}, "
+                f"got {self.vllm_importance_sampling_mode!r}."
+            )
+        if self.teacher_trust_region_mix is not None and (
+            self.teacher_model_kind != "base" or not 0.0 <= self.teacher_trust_region_mix <= 1.0
+        ):
+            raise ValueError(
+                "`teacher_trust_region_mix` needs teacher_model_kind='base' and a value in [0, 1]."
+            )
         if not 0.0 <= self.teacher_anchor_mix <= 1.0:
             raise ValueError(
                 f"`teacher_anchor_mix` must be in [0, 1], got {self.teacher_anchor_mix}."
@@ -135,6 +212,16 @@ class VerifierFeedbackContextBuilder(SuccessfulRolloutTeacherContextBuilder):
                 ]
         return super().build(output, prompts, rewards, feedbacks)
 
+    def _build_reprompt_text(self, prompt_text, solution_text, feedback_text):
+        args = self.trainer.args
+        if solution_text and args.remove_thinking_from_demonstration:
+            if args.remove_unopened_thinking:
+                # TRL has removed matched pairs; the demonstration sits inside its template.
+                head, tail = args.solution_template.split("{successful_previous_attempt}")
+                demo = solution_text[len(head) : len(solution_text) - len(tail)]
+                solution_text = head + strip_unopened_thinking(demo) + tail
+        return super()._build_reprompt_text(prompt_text, solution_text, feedback_text)
+
     def _tokenize_teacher_messages(self, teacher_messages_list):
         # Rollouts of a group mostly share one demonstration, hence one teacher prompt: render
         # and tokenize each distinct prompt once (TRL templates every rollout's separately).
@@ -143,11 +230,27 @@ class VerifierFeedbackContextBuilder(SuccessfulRolloutTeacherContextBuilder):
         for i, key in enumerate(keys):
             first.setdefault(key, i)
         unique = list(first)
-        batch = super()._tokenize_teacher_messages(
+        trainer = self.trainer
+        limit, side = trainer.args.max_reprompt_len, trainer.args.reprompt_truncation
+        ids_list = trainer._tokenize_prompts_untruncated(
             [teacher_messages_list[first[k]] for k in unique]
         )
-        rows = torch.tensor([unique.index(k) for k in keys], device=batch["prompt_ids"].device)
-        return {name: value.index_select(0, rows) for name, value in batch.items()}
+        for i, ids in enumerate(ids_list):
+            if len(ids) > limit:
+                if side == "error":
+                    raise ValueError(
+                        f"a teacher prompt has {len(ids)} tokens, over max_reprompt_length {limit}"
+                    )
+                ids_list[i] = ids[-limit:] if side == "left" else ids[:limit]
+        device = trainer.accelerator.device
+        ids = [torch.as_tensor(x, device=device) for x in ids_list]
+        masks = [torch.ones(len(x), dtype=torch.long, device=device) for x in ids]
+        pad_id = trainer._tokenizer.pad_token_id
+        rows = torch.tensor([unique.index(k) for k in keys], device=device)
+        return {
+            "prompt_ids": pad(ids, padding_value=pad_id, padding_side="left").index_select(0, rows),
+            "prompt_mask": pad(masks, padding_value=0, padding_side="left").index_select(0, rows),
+        }
 
 
 def _gathered(params, modifier_rank=None):
@@ -281,6 +384,19 @@ class CptSDPOTrainer(StageTrainerMixin, SDPOTrainer):
     def _compute_teacher_student_logits(self, model, teacher_model, inputs):
         out = super()._compute_teacher_student_logits(model, teacher_model, inputs)
         mode = "train" if self.model.training else "eval"
+        mix = self.args.teacher_trust_region_mix
+        if mix is not None:
+            # The reference's logits pulled towards the student's, both on the teacher's input.
+            with torch.no_grad():
+                student_as_teacher = self._forward_logits(
+                    model,
+                    inputs["teacher_input_ids"],
+                    inputs["teacher_attention_mask"],
+                    inputs["completion_ids"].size(1),
+                )
+            out.teacher_logits = torch.lerp(
+                out.teacher_logits, student_as_teacher.to(out.teacher_logits.dtype), mix
+            )
         ratio = self.args.distillation_token_mask_ratio
         if ratio > 0 and self.model.training:
             micro = self._step % self.args.gradient_accumulation_steps
@@ -307,6 +423,108 @@ class CptSDPOTrainer(StageTrainerMixin, SDPOTrainer):
                 value = total / out.completion_mask.sum().clamp(min=1.0)
             self._metrics[mode]["entropy"].append(self.accelerator.gather(value).mean().item())
         return out
+
+    # ----- rollout importance sampling (vLLM) --------------------------------------------------
+
+    def _generate_vllm(self, prompt_ids):
+        # TRL's, keeping the sampled tokens' log-probabilities for the rollout weights.
+        if self.state.global_step != self._last_loaded_step:
+            self.vllm_generation.sync_weights()
+            self._last_loaded_step = self.state.global_step
+        mode = "train" if self.model.training else "eval"
+        num_generations = self.num_generations if mode == "train" else self.num_generations_eval
+        prompt_ids_out, completion_ids_list, logprobs, _ = self.vllm_generation.generate(
+            prompts=prompt_ids, images=None, num_generations=num_generations
+        )
+        self._rollout_logps = None if logprobs is None else sampling_logps(logprobs)
+        return prompt_ids_out, completion_ids_list
+
+    def sample_rollouts(self, inputs):
+        self._rollout_logps = None
+        batch = super().sample_rollouts(inputs)
+        if self.use_vllm and self.args.vllm_importance_sampling_correction:
+            if self._rollout_logps is None:
+                raise RuntimeError("vLLM returned no log-probabilities for the rollout weights")
+            batch["rollout_is_weights"] = self._rollout_weights(batch, self._rollout_logps)
+        return batch
+
+    def _rollout_weights(self, batch, rollout_logps: list[list[float]]) -> torch.Tensor:
+        """The batch's rollout importance weights, from the training model before the update
+        (TRL's old log-probs when updates are off-policy, else a no-grad forward now)."""
+        completion_ids, mask = batch["completion_ids"], batch["completion_mask"]
+        train_logps = batch.get("old_per_token_logps")
+        if train_logps is None:
+            with torch.no_grad():
+                logits = self._forward_logits(
+                    self.model,
+                    torch.cat([batch["prompt_ids"], completion_ids], dim=1),
+                    torch.cat([batch["prompt_mask"], mask], dim=1),
+                    completion_ids.size(1),
+                )
+                train_logps = selective_log_softmax(logits, completion_ids)
+        width = completion_ids.size(1)
+        rollout = torch.full_like(train_logps, float("nan"))
+        for i, row in enumerate(rollout_logps):
+            row = row[:width]
+            rollout[i, : len(row)] = torch.tensor(row, dtype=rollout.dtype)
+        args = self.args
+        weights = rollout_is_weights(
+            train_logps.float(),
+            rollout.float(),
+            mask,
+            args.vllm_importance_sampling_mode,
+            args.vllm_importance_sampling_clip_min,
+            args.vllm_importance_sampling_clip_max,
+        )
+        shown = weights.expand_as(mask)[mask.bool()]
+        if shown.numel():
+            self._metrics["train"]["sampling/importance_sampling_ratio/mean"].append(
+                self.accelerator.gather(shown.mean()).mean().item()
+            )
+        return weights
+
+    def _compute_self_distillation_loss(self, model, inputs, distillation_logits):
+        weights = inputs.get("rollout_is_weights")
+        logits = distillation_logits
+        if weights is None or logits.loss_mask.sum() == 0:
+            return super()._compute_self_distillation_loss(model, inputs, distillation_logits)
+        # TRL's loss with the rollout weight multiplied into each token's loss (verl's SDPO loss:
+        # after its own is_clip ratio, before the per-sequence token mean).
+        args = self.args
+        if args.distillation_mode == "topk_logits":
+            per_token = compute_topk_self_distillation_loss(
+                logits.student_logits,
+                logits.teacher_logits,
+                distillation_topk=args.distillation_topk,
+                distillation_alpha=args.distillation_alpha,
+                distillation_add_tail=args.distillation_add_tail,
+            )
+        elif args.distillation_mode == "full_logits":
+            per_token = compute_full_logit_self_distillation_loss(
+                logits.student_logits,
+                logits.teacher_logits,
+                distillation_alpha=args.distillation_alpha,
+            )
+        else:
+            per_token = compute_sampled_token_self_distillation_loss(
+                logits.student_logits,
+                logits.teacher_logits,
+                logits.completion_ids,
+                distillation_alpha=args.distillation_alpha,
+            )
+        old = inputs.get("old_per_token_logps")
+        if args.distillation_is_clip is not None and old is not None:
+            student = selective_log_softmax(logits.student_logits, logits.completion_ids)
+            per_token = apply_importance_sampling_clipping(
+                per_token, student, old, args.distillation_is_clip
+            )
+        per_token = per_token * weights.to(per_token.dtype)
+        mask = logits.loss_mask
+        loss = ((per_token * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).mean()
+        mode = "train" if model.training else "eval"
+        mean = (per_token * mask).sum() / mask.sum().clamp(min=1.0)
+        self._log_self_distillation_metric(mode, self.accelerator.gather(mean).mean().item())
+        return loss
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         args = self.args
@@ -365,7 +583,7 @@ def _subset_rows(inputs: dict, index: torch.Tensor) -> dict:
     start_p = int(prompt_used.min().item()) if len(prompt_used) else 0
     out["prompt_ids"] = out["prompt_ids"][:, start_p:]
     out["prompt_mask"] = out["prompt_mask"][:, start_p:]
-    for key in ("completion_ids", "completion_mask", "old_per_token_logps"):
+    for key in ("completion_ids", "completion_mask", "old_per_token_logps", "rollout_is_weights"):
         if isinstance(out.get(key), torch.Tensor):
             out[key] = out[key][:, :keep_c]
     if "teacher_input_ids" in out:
@@ -393,8 +611,12 @@ def sdpo_args(params: dict, common: dict, anchor_path: str | None) -> CptSDPOCon
         teacher_sync_steps=params["ema_every"],
         teacher_anchor_path=anchor_path,
         teacher_anchor_mix=params["anchor_mix"],
+        teacher_trust_region_mix=(
+            params["trust_region_mix"] if params["teacher"] == "trust_region" else None
+        ),
         distillation_token_mask_ratio=params["token_mask_ratio"],
         remove_thinking_from_demonstration=not params["keep_thinking"],
+        remove_unopened_thinking=params["teacher_templates"] == "study",
         distillation_mode=params["distillation_mode"],
         distillation_topk=params["distillation_topk"],
         distillation_add_tail=params["distillation_add_tail"],
@@ -407,6 +629,8 @@ def sdpo_args(params: dict, common: dict, anchor_path: str | None) -> CptSDPOCon
         success_reward_threshold=params["success_threshold"],
         dont_reprompt_on_self_success=params["dont_reprompt_on_self_success"],
         max_reprompt_len=params["max_reprompt_length"],
+        reprompt_truncation=params["reprompt_truncation"],
+        **{key: params[key] for key in ROLLOUT_IS_KEYS},
         skip_inactive_rows=params["skip_inactive_rows"],
         reprompt_template=reprompt,
         solution_template=solution,

@@ -60,6 +60,12 @@ POLICY_DEFAULTS: dict[str, Any] = {
     "scale_rewards": "none",
     "loss_type": "dapo",
     "importance_sampling_level": "token",
+    "updates_per_generation": 1,
+    # TRL's GRPOConfig keys and defaults; they act on vLLM rollouts only.
+    "vllm_importance_sampling_correction": True,
+    "vllm_importance_sampling_mode": "sequence_mask",
+    "vllm_importance_sampling_clip_max": 3.0,
+    "vllm_importance_sampling_clip_min": None,
 }
 
 METHOD_DEFAULTS: dict[str, dict[str, Any]] = {
@@ -69,6 +75,7 @@ METHOD_DEFAULTS: dict[str, dict[str, Any]] = {
         "teacher": "ema",
         "ema_rate": 0.05,
         "ema_every": 1,
+        "trust_region_mix": 0.05,
         "anchor": "stage_start",
         "anchor_mix": 1.0,
         "token_mask_ratio": 0.0,
@@ -84,6 +91,7 @@ METHOD_DEFAULTS: dict[str, dict[str, Any]] = {
         "success_threshold": 1.0,
         "dont_reprompt_on_self_success": True,
         "max_reprompt_length": 10240,
+        "reprompt_truncation": "left",
         "skip_inactive_rows": True,
         "teacher_templates": "trl",
     },
@@ -120,7 +128,7 @@ class StageSettings:
         training (`dict`): the `training` section with defaults and the method's overrides.
         domain (`str`): the domain trained in this stage.
         train_benchmark (`str`): the domain's `train` benchmark (its rows are the prompts).
-        steps (`int`): optimizer steps of this stage (`domain_steps[domain]` or `steps`).
+        steps (`int`): rollout batches of this stage (`domain_steps[domain]` or `steps`).
     """
 
     method: str
@@ -130,6 +138,16 @@ class StageSettings:
     domain: str
     train_benchmark: str
     steps: int
+
+    @property
+    def updates(self) -> int:
+        """Optimizer updates per rollout batch."""
+        return int(self.params["updates_per_generation"])
+
+    @property
+    def optimizer_steps(self) -> int:
+        """Optimizer updates of this stage (TRL's max_steps)."""
+        return self.steps * self.updates
 
     def as_dict(self) -> dict:
         return {
@@ -196,25 +214,35 @@ def method_settings(config: dict, method: str, source: str = "config") -> tuple[
     return trainer, params, training
 
 
-def batch_shape(training: dict, world: int, where: str = "training") -> tuple[int, int]:
-    """(completions per micro-batch and process, gradient accumulation steps) of one optimizer
-    step of prompts_per_step x num_generations completions over `world` processes."""
+def batch_shape(
+    training: dict, world: int, updates: int = 1, where: str = "training"
+) -> tuple[int, int]:
+    """(completions per micro-batch and process, gradient accumulation steps of one optimizer
+    update) when one rollout batch of prompts_per_step x num_generations completions over
+    `world` processes makes `updates` optimizer updates."""
     batch = training["prompts_per_step"] * training["num_generations"]
-    micro = training["micro_batch_size"] or batch // world
-    if micro < 1 or batch % (micro * world):
+    if training["prompts_per_step"] % updates:
         raise ConfigError(
-            f"{where}: prompts_per_step * num_generations = {batch} completions per step must "
-            f"split into micro_batch_size {micro} x {world} process(es)"
+            f"{where}: prompts_per_step {training['prompts_per_step']} must split into "
+            f"updates_per_generation {updates} mini-batches of whole prompts"
         )
-    return micro, batch // (micro * world)
+    micro = training["micro_batch_size"] or batch // (world * updates)
+    if micro < 1 or batch % (micro * world * updates):
+        raise ConfigError(
+            f"{where}: prompts_per_step * num_generations = {batch} completions per rollout "
+            f"batch must split into updates_per_generation {updates} x micro_batch_size "
+            f"{micro} x {world} process(es)"
+        )
+    return micro, batch // (micro * world * updates)
 
 
 def check_methods(config: dict, processes: int = 1, source: str = "config") -> None:
     """Check every method entry as its stages will use it, on `processes` training processes
     (what `cptlab train-stage` would find out only when a stage starts)."""
     for method in config.get("methods") or {}:
-        _, _, training = method_settings(config, method, source)
-        batch_shape(training, processes, f"{source}: methods.{method} (training)")
+        _, params, training = method_settings(config, method, source)
+        where = f"{source}: methods.{method} (training)"
+        batch_shape(training, processes, params["updates_per_generation"], where)
 
 
 def _check_semantics(trainer: str, p: dict, t: dict, where: str) -> None:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import torch
 from accelerate import PartialState
+from accelerate.utils import gather_object
 from datasets import Dataset
 from transformers import TrainerCallback
 from trl import GRPOConfig
@@ -89,15 +90,18 @@ def resolve_anchor(settings: StageSettings, start: str, anchor: str | None) -> s
 def trl_common_args(settings: StageSettings, seed: int, output_dir: Path) -> dict:
     """TrainingArguments/TRL keys shared by GRPO and SDPO."""
     t = settings.training
-    micro, accumulation = batch_shape(t, int(os.environ.get("WORLD_SIZE", "1")))
+    updates = settings.updates
+    micro, accumulation = batch_shape(t, int(os.environ.get("WORLD_SIZE", "1")), updates)
     extra = {VLLM_KEYS[k]: v for k, v in t["vllm"].items()}
     return {
         "output_dir": str(output_dir),
         "seed": seed,
         "data_seed": seed,
-        "max_steps": settings.steps,
+        # TRL counts optimizer updates; a stage counts rollout batches, as the study does.
+        "max_steps": settings.optimizer_steps,
         "per_device_train_batch_size": micro,
         "gradient_accumulation_steps": accumulation,
+        "steps_per_generation": accumulation * updates,
         "num_generations": t["num_generations"],
         "num_iterations": 1,
         "learning_rate": t["learning_rate"],
@@ -118,10 +122,11 @@ def trl_common_args(settings: StageSettings, seed: int, output_dir: Path) -> dic
         "vllm_mode": t["vllm_mode"],
         **extra,
         "save_strategy": "steps",
-        "save_steps": t["save_steps"],
+        "save_steps": t["save_steps"] * updates,
         "save_total_limit": t["keep_checkpoints"],
         "logging_strategy": "steps",
-        "logging_steps": 1,
+        # One log line per rollout batch: TRL averages its metrics over the batch's updates.
+        "logging_steps": updates,
         "report_to": "none",
         "disable_tqdm": True,
         "remove_unused_columns": False,
@@ -236,6 +241,27 @@ def _fingerprint(settings, seed, start, anchor_path, data_file: Path) -> dict:
     }
 
 
+def parameters_sha256(parameters) -> str:
+    """A digest of parameter values (gathered first under DeepSpeed ZeRO-3)."""
+    from cptlab.train.sdpo import _gathered
+
+    params = list(parameters)
+    digest = hashlib.sha256()
+    with _gathered(params):
+        for param in params:
+            digest.update(param.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy())
+    return digest.hexdigest()
+
+
+def _rank_digests(trainer) -> dict:
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    digests = {"student_sha256": parameters_sha256(model.parameters())}
+    teacher = getattr(trainer, "teacher_model", None)
+    if teacher is not None and teacher is not trainer.model:
+        digests["teacher_sha256"] = parameters_sha256(trainer.teacher_parameters())
+    return digests
+
+
 def _file_digest(path: Path) -> str | None:
     return hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else None
 
@@ -346,7 +372,7 @@ def train_stage(
     # HF's Trainer resumed at max_steps would run one step more.
     resume_step = checkpoint_step(resume) if resume else 0
     trainer.recorder.monitor.resume_at(resume_step)
-    finished = resume is not None and resume_step >= settings.steps
+    finished = resume is not None and resume_step >= settings.optimizer_steps
     train_started = time.perf_counter()
     if not finished:
         trainer.train(resume_from_checkpoint=str(resume) if resume else None)
@@ -354,6 +380,9 @@ def train_stage(
     stopped = trainer.recorder.stopped
     steps_done = resume_step if finished else trainer.state.global_step
 
+    # Every process must end with the same student and teacher (a silent divergence between
+    # ranks would train a different model on each): their digests go into the manifest.
+    ranks = None if finished else gather_object([_rank_digests(trainer)])
     weights_step = steps_done
     if finished:
         if state.is_main_process:
@@ -384,15 +413,19 @@ def train_stage(
         "anchor": anchor_path,
         "teacher": getattr(trainer, "teacher_anchor", None),
         "steps": settings.steps,
-        "steps_done": steps_done,
+        "updates_per_generation": settings.updates,
+        "steps_done": steps_done // settings.updates,
+        "optimizer_steps_done": steps_done,
         "weights_step": weights_step,
         "resumed_from": resume.name if resume else None,
         "prompts": {"rows": len(rows), "used": len(kept)},
-        "final": {k: v for k, v in last.items() if not isinstance(v, dict)},
+        "final": {k: v for k, v in last.items() if not isinstance(v, dict | list)},
         "weights_sha256": weights_sha256(out),
         "settings": settings.as_dict(),
         "threads": threads,
         "world_size": state.num_processes,
+        # in-memory weights at the end of training, per process (None: nothing was trained)
+        "ranks": ranks and {key: [r[key] for r in ranks] for key in ranks[0]},
         "versions": _versions(),
         "train_seconds": round(train_seconds, 3),
         "seconds": round(time.perf_counter() - started, 3),
