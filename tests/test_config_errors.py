@@ -52,9 +52,9 @@ CASES = {
         "run.sequence[1]: domain 'logic' has no `train` split",
     ),
     "batch shape against the micro-batch": (
-        edit(lambda c: c["training"].update(micro_batch_size=3)),
+        edit(lambda c: c["training"].update(per_device_train_batch_size=3)),
         "= 4 completions per rollout batch must split into updates_per_generation 1 x "
-        "micro_batch_size 3 x 1 process(es)",
+        "per_device_train_batch_size 3 x 1 process(es)",
     ),
     "mini-batches of whole prompts": (
         edit(lambda c: c["methods"]["grpo"].update(updates_per_generation=3)),
@@ -64,11 +64,11 @@ CASES = {
         edit(
             lambda c: c["resources"]["train"].update(launcher="accelerate launch --num_processes 3")
         ),
-        "must split into updates_per_generation 1 x micro_batch_size 1 x 3 process(es)",
+        "must split into updates_per_generation 1 x per_device_train_batch_size 1 x 3 process(es)",
     ),
     "a key the trainer does not take": (
-        edit(lambda c: c["methods"]["grpo"].update(teacher="frozen")),
-        "methods.grpo: the grpo trainer takes no key 'teacher'",
+        edit(lambda c: c["methods"]["grpo"].update(teacher_model_kind="base")),
+        "methods.grpo: the grpo trainer takes no key 'teacher_model_kind'",
     ),
     "an unknown key": (
         edit(lambda c: c["evaluation"].update(samplez=2)),

@@ -23,8 +23,12 @@ def two_processes(config: dict) -> None:
     config["run"].update(sequence=["math"], methods=["sdpo_ema"], seeds=[0])
     config["resources"]["train"]["launcher"] = LAUNCHER
     # An EMA teacher moves every step: equal digests on both ranks mean it moved identically.
-    config["methods"]["sdpo_ema"] = {"trainer": "sdpo", "teacher": "ema", "ema_rate": 0.5}
-    config["training"].update(prompts_per_step=4, num_generations=2, steps=3, keep_checkpoints=2)
+    config["methods"]["sdpo_ema"] = {
+        "trainer": "sdpo",
+        "teacher_model_kind": "ema",
+        "teacher_update_rate": 0.5,
+    }
+    config["training"].update(prompts_per_step=4, num_generations=2, steps=3, save_total_limit=2)
 
 
 STAGE = "results/mp/runs/sdpo_ema/seed0/stage1_math"

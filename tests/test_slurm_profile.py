@@ -381,7 +381,7 @@ def test_launcher_starts_the_cli_as_a_module() -> None:
 STUDY_TRAINING = {
     "prompts_per_step": 32,
     "num_generations": 8,
-    "micro_batch_size": 1,
+    "per_device_train_batch_size": 1,
     "learning_rate": 1.0e-5,
     "warmup_steps": 10,
     "weight_decay": 0.01,
@@ -408,13 +408,13 @@ STUDY_SDPO = {
     "distillation_add_tail": True,
     "distillation_alpha": 0.5,
     "distillation_is_clip": 2.0,
-    "max_reprompt_length": 10240,
+    "max_reprompt_len": 10240,
     "reprompt_truncation": "right",
     "dont_reprompt_on_self_success": True,
-    "feedback": True,
-    "feedback_only_without_solution": True,
+    "include_environment_feedback": True,
+    "environment_feedback_only_without_solution": True,
     "teacher_templates": "study",
-    "success_threshold": 0.5,
+    "success_reward_threshold": 0.5,
 }
 
 
@@ -423,7 +423,7 @@ def test_paper_config_pins_the_studys_values() -> None:
     it (the method's keys over the trainer's defaults, the training section with overrides)."""
     from cptlab.train.spec import resolve_stage
 
-    teachers = {"sdpo_frozen": "frozen", "sdpo_ema5": "ema", "sdpo_frozen_cot": "frozen"}
+    teachers = {"sdpo_frozen": "base", "sdpo_ema5": "ema", "sdpo_frozen_cot": "base"}
     for method in PAPER["methods"]:
         settings = resolve_stage(PAPER, method, "math")
         assert {k: settings.training[k] for k in STUDY_TRAINING} == STUDY_TRAINING, method
@@ -432,9 +432,10 @@ def test_paper_config_pins_the_studys_values() -> None:
         thinking = settings.training["chat_template_kwargs"]["enable_thinking"]
         assert thinking == (method == "sdpo_frozen_cot"), method  # docs: the CoT variant
         if settings.trainer == "sdpo":
-            assert settings.params["teacher"] == teachers[method], method
-            assert settings.params["keep_thinking"] == (method == "sdpo_frozen_cot"), method
-    assert resolve_stage(PAPER, "sdpo_ema5", "math").params["ema_rate"] == 0.05
+            assert settings.params["teacher_model_kind"] == teachers[method], method
+            removes = settings.params["remove_thinking_from_demonstration"]
+            assert removes == (method != "sdpo_frozen_cot"), method
+    assert resolve_stage(PAPER, "sdpo_ema5", "math").params["teacher_update_rate"] == 0.05
     assert resolve_stage(PAPER, "grpo", "code").steps == 20
 
 

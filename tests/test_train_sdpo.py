@@ -33,15 +33,32 @@ def world(tmp_path_factory):
     model.save_pretrained(stage1)
     load_tokenizer(str(base)).save_pretrained(stage1)
     config["methods"].update(
-        sdpo_base_anchor={"trainer": "sdpo", "teacher": "frozen", "anchor": "base"},
-        sdpo_mix={"trainer": "sdpo", "teacher": "frozen", "anchor": "base", "anchor_mix": 0.5},
-        sdpo_mask={"trainer": "sdpo", "teacher": "frozen", "token_mask_ratio": 0.3},
-        sdpo_feedback={"trainer": "sdpo", "teacher": "frozen", "feedback": True},
+        sdpo_base_anchor={
+            "trainer": "sdpo",
+            "teacher_model_kind": "base",
+            "teacher_anchor": "base",
+        },
+        sdpo_mix={
+            "trainer": "sdpo",
+            "teacher_model_kind": "base",
+            "teacher_anchor": "base",
+            "teacher_anchor_mix": 0.5,
+        },
+        sdpo_mask={
+            "trainer": "sdpo",
+            "teacher_model_kind": "base",
+            "distillation_token_mask_ratio": 0.3,
+        },
+        sdpo_feedback={
+            "trainer": "sdpo",
+            "teacher_model_kind": "base",
+            "include_environment_feedback": True,
+        },
         sdpo_study={
             "trainer": "sdpo",
-            "teacher": "frozen",
+            "teacher_model_kind": "base",
             "teacher_templates": "study",
-            "feedback": True,
+            "include_environment_feedback": True,
         },  # fmt: skip
     )
     return {"config": config, "base": base, "stage1": stage1, "rows": tiny_rows(), "dir": folder}
@@ -291,11 +308,19 @@ def test_skipping_inactive_rows_keeps_loss_and_gradients(world):
     [
         {"distillation_mode": "full_logits", "distillation_alpha": 0.5},
         {"distillation_mode": "topk_logits", "distillation_topk": 8, "distillation_add_tail": True},
-        {"distillation_weight": 0.5, "feedback": True, "token_mask_ratio": 0.5},
+        {
+            "distillation_weight": 0.5,
+            "include_environment_feedback": True,
+            "distillation_token_mask_ratio": 0.5,
+        },
     ],
 )
 def test_other_distillation_objectives_train(world, mode):
-    world["config"]["methods"]["sdpo_mode"] = {"trainer": "sdpo", "teacher": "ema", **mode}
+    world["config"]["methods"]["sdpo_mode"] = {
+        "trainer": "sdpo",
+        "teacher_model_kind": "ema",
+        **mode,
+    }
     trainer = make(world, "sdpo_mode", steps=2, save_steps=100)
     trainer.train()
     last = [r for r in trainer.state.log_history if "loss" in r][-1]
@@ -307,7 +332,7 @@ def test_other_distillation_objectives_train(world, mode):
 def test_long_teacher_prompts_are_cut_on_the_configured_side(world, side):
     world["config"]["methods"]["sdpo_cut"] = {
         "trainer": "sdpo",
-        "teacher": "frozen",
+        "teacher_model_kind": "base",
         "reprompt_truncation": side,
     }
     trainer = make(world, "sdpo_cut")
@@ -316,7 +341,7 @@ def test_long_teacher_prompts_are_cut_on_the_configured_side(world, side):
     ids = tokenizer(full, add_special_tokens=False)["input_ids"]
     trainer.args.max_reprompt_len = len(ids) - 5
     if side == "error":
-        with pytest.raises(ValueError, match=f"has {len(ids)} tokens, over max_reprompt_length"):
+        with pytest.raises(ValueError, match=f"has {len(ids)} tokens, over max_reprompt_len"):
             _build(trainer, ["a", "\\boxed{5}"] * 2, [0, 1, 0, 0])
         return
     cut = _teacher_prompt(trainer, _build(trainer, ["a", "\\boxed{5}"] * 2, [0, 1, 0, 0])[1], 0)
@@ -329,9 +354,9 @@ def test_trust_region_teacher_interpolates_reference_and_student_logits(world):
     both models on the teacher's input; mix 0 is the frozen reference."""
     world["config"]["methods"]["sdpo_trust"] = {
         "trainer": "sdpo",
-        "teacher": "trust_region",
-        "anchor": "base",
-        "trust_region_mix": 0.25,
+        "teacher_model_kind": "trust_region",
+        "teacher_anchor": "base",
+        "teacher_trust_region_mix": 0.25,
     }
     trainer = make(world, "sdpo_trust", start=world["stage1"], anchor=str(world["base"]))
     assert (
@@ -359,7 +384,7 @@ def test_rollout_weights_multiply_the_distillation_loss(world):
     per-sequence token mean; weights of 1 give TRL's loss."""
     world["config"]["methods"]["sdpo_topk"] = {
         "trainer": "sdpo",
-        "teacher": "frozen",
+        "teacher_model_kind": "base",
         "distillation_mode": "topk_logits",
         "distillation_topk": 8,
         "distillation_add_tail": True,
@@ -402,7 +427,7 @@ def test_rollout_weights_come_from_the_training_model_before_the_update(world):
     sampler's, per token, clamped at 2.0 as the study does."""
     world["config"]["methods"]["sdpo_is"] = {
         "trainer": "sdpo",
-        "teacher": "frozen",
+        "teacher_model_kind": "base",
         "vllm_importance_sampling_mode": "token_truncate",
         "vllm_importance_sampling_clip_max": 2.0,
     }

@@ -42,8 +42,11 @@ def test_defaults_follow_the_study():
         "beta": 0.0,
     }
     sdpo = resolve_stage(tiny_config(), "sdpo_ema", "math")
-    assert sdpo.params["teacher"] == "ema" and sdpo.params["ema_rate"] == 0.25
-    assert sdpo.params["distillation_is_clip"] == 2.0 and sdpo.params["anchor"] == "stage_start"
+    assert sdpo.params["teacher_model_kind"] == "ema" and sdpo.params["teacher_update_rate"] == 0.25
+    assert (
+        sdpo.params["distillation_is_clip"] == 2.0
+        and sdpo.params["teacher_anchor"] == "stage_start"
+    )
     assert sdpo.train_benchmark == "tiny_train" and sdpo.steps == 4
 
 
@@ -59,11 +62,11 @@ def test_method_training_overrides_and_domain_steps():
     "change, message",
     [
         (lambda c: c["methods"].update(x={"trainer": "ppo"}), "methods.x.trainer"),
-        (lambda c: c["methods"]["grpo"].update(teacher="ema"), "methods.grpo"),
+        (lambda c: c["methods"]["grpo"].update(teacher_model_kind="ema"), "methods.grpo"),
         (lambda c: c["methods"]["sdpo_ema"].update(ema_rte=0.1), "ema_rte"),
         (lambda c: c["training"].update(steps=0), "training.steps"),
         (lambda c: c["methods"]["sdpo_ema"].update(distillation_alpha=0.5), "reverse KL"),
-        (lambda c: c["methods"]["sdpo_live"].update(anchor="base"), "live teacher"),
+        (lambda c: c["methods"]["sdpo_live"].update(teacher_anchor="base"), "live teacher"),
         (lambda c: c["training"]["collapse"].update(action="panic"), "collapse.action"),
     ],
 )
@@ -98,7 +101,7 @@ def test_vllm_and_batch_settings_reach_trl(tmp_path):
         use_vllm=True,
         vllm_mode="server",
         vllm={"server_base_url": "http://127.0.0.1:8000", "gpu_memory_utilization": 0.5},
-        micro_batch_size=4,
+        per_device_train_batch_size=4,
     )
     for method in ("grpo", "sdpo_ema"):
         args = trl_args(resolve_stage(config, method, "math"), 3, tmp_path, None)
@@ -106,8 +109,8 @@ def test_vllm_and_batch_settings_reach_trl(tmp_path):
         assert args.vllm_server_base_url == "http://127.0.0.1:8000"
         assert args.per_device_train_batch_size == 4 and args.gradient_accumulation_steps == 4
         assert args.steps_per_generation == 4 and args.seed == 3
-    bad = tiny_config(micro_batch_size=3)
-    with pytest.raises(ConfigError, match="micro_batch_size 3"):
+    bad = tiny_config(per_device_train_batch_size=3)
+    with pytest.raises(ConfigError, match="per_device_train_batch_size 3"):
         trl_args(resolve_stage(bad, "grpo", "math"), 0, tmp_path, None)
 
 

@@ -105,7 +105,7 @@ class Kill(TrainerCallback):
 @pytest.mark.parametrize("method", ["grpo", "sdpo_ema"])
 def test_resume_after_kill_ends_with_the_same_weights(world, method):
     config = json.loads(json.dumps(world["config"]))
-    config["methods"]["sdpo_ema"]["token_mask_ratio"] = 0.2
+    config["methods"]["sdpo_ema"]["distillation_token_mask_ratio"] = 0.2
     config["training"].update(steps=5)
     whole = run(world, f"whole-{method}", method, config)
     with pytest.raises(KeyboardInterrupt):

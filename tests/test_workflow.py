@@ -188,7 +188,11 @@ def test_adding_a_seed_adds_only_its_chains(smoke, tmp_path):
 
 def test_adding_a_method_adds_only_its_chain(smoke, tmp_path):
     def add(config):
-        config["methods"]["sdpo_ema5"] = {"trainer": "sdpo", "teacher": "ema", "ema_rate": 0.05}
+        config["methods"]["sdpo_ema5"] = {
+            "trainer": "sdpo",
+            "teacher_model_kind": "ema",
+            "teacher_update_rate": 0.05,
+        }
         config["run"]["methods"].append("sdpo_ema5")
 
     jobs = plan_after(smoke, tmp_path, add)

@@ -42,17 +42,21 @@ TINY_TRAINING = {
     "max_prompt_length": 64,
     "max_completion_length": 12,
     "save_steps": 2,
-    "keep_checkpoints": None,
+    "save_total_limit": None,
     "kl_probe": {"prompts": 2, "max_tokens": 8, "every": 1},
     "collapse": {"thresholds": {}, "patience": 1, "action": "warn"},
 }
 
 TINY_METHODS = {
     "grpo": {"trainer": "grpo"},
-    "sdpo_frozen": {"trainer": "sdpo", "teacher": "frozen"},
-    "sdpo_ema": {"trainer": "sdpo", "teacher": "ema", "ema_rate": 0.25},
-    "sdpo_live": {"trainer": "sdpo", "teacher": "live"},
-    "sdpo_frozen_cot": {"trainer": "sdpo", "teacher": "frozen", "keep_thinking": True},
+    "sdpo_frozen": {"trainer": "sdpo", "teacher_model_kind": "base"},
+    "sdpo_ema": {"trainer": "sdpo", "teacher_model_kind": "ema", "teacher_update_rate": 0.25},
+    "sdpo_live": {"trainer": "sdpo", "teacher_model_kind": "live"},
+    "sdpo_frozen_cot": {
+        "trainer": "sdpo",
+        "teacher_model_kind": "base",
+        "remove_thinking_from_demonstration": False,
+    },
 }
 
 

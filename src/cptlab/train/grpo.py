@@ -7,14 +7,6 @@ from trl import GRPOConfig, GRPOTrainer
 
 from cptlab.train.mixin import StageRecorder, StageTrainerMixin
 
-# Method keys that are TRL's own GRPOConfig fields (cptlab's SDPO config takes them too).
-ROLLOUT_IS_KEYS = (
-    "vllm_importance_sampling_correction",
-    "vllm_importance_sampling_mode",
-    "vllm_importance_sampling_clip_max",
-    "vllm_importance_sampling_clip_min",
-)
-
 
 class CptGRPOTrainer(StageTrainerMixin, GRPOTrainer):
     """TRL's `GRPOTrainer` plus cptlab's stage bookkeeping; the training math is unchanged.
@@ -32,14 +24,8 @@ class CptGRPOTrainer(StageTrainerMixin, GRPOTrainer):
 
 
 def grpo_args(params: dict, common: dict) -> GRPOConfig:
-    """A GRPOConfig from the method's params and the shared TrainingArguments/TRL keys."""
-    return GRPOConfig(
-        **common,
-        beta=params["beta"],
-        epsilon=params["epsilon"],
-        epsilon_high=params["epsilon_high"],
-        scale_rewards=params["scale_rewards"],
-        loss_type=params["loss_type"],
-        importance_sampling_level=params["importance_sampling_level"],
-        **{key: params[key] for key in ROLLOUT_IS_KEYS},
-    )
+    """A GRPOConfig from the method's params (TRL's GRPOConfig field names, except the rollout
+    batch's updates, which `common` already carries as steps_per_generation) and the shared
+    TrainingArguments/TRL keys."""
+    trl_keys = {key: value for key, value in params.items() if key != "updates_per_generation"}
+    return GRPOConfig(**common, **trl_keys)

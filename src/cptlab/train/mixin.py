@@ -37,14 +37,14 @@ class StageRecorder:
         reward (`VerifierReward`): the reward function (reward and reason statistics).
         monitor (`CollapseMonitor`): collapse statistics and thresholds.
         probe (`KLProbe | None`): the fixed probe for KL to the stage start.
-        success_threshold (`float`): reward counted as a success.
+        success_reward_threshold (`float`): reward counted as a success.
     """
 
     log_path: Path
     reward: VerifierReward
     monitor: CollapseMonitor
     probe: KLProbe | None = None
-    success_threshold: float = 1.0
+    success_reward_threshold: float = 1.0
     # outcome
     stopped: dict | None = None
     step_started: float | None = field(default=None, repr=False)
@@ -95,7 +95,7 @@ class StageTrainerMixin:
         extra: dict[str, float] = {}
         if rec.step_started is not None:
             extra["step_seconds"] = time.perf_counter() - rec.step_started
-        stats = gather_object([rec.reward.take_step_stats(rec.success_threshold)])
+        stats = gather_object([rec.reward.take_step_stats(rec.success_reward_threshold)])
         reward_metrics, reasons = merge_step_stats(stats)
         extra.update(reward_metrics)
         extra.update(rec.monitor.step_metrics(gather_object([rec.monitor.take_batch()])))

@@ -87,7 +87,7 @@ class VerifierReward:
         """The verifier feedback of the last call's completions (aligned with them)."""
         return [v.feedback or None for v in self.last_verdicts]
 
-    def take_step_stats(self, success_threshold: float = 1.0) -> dict:
+    def take_step_stats(self, success_reward_threshold: float = 1.0) -> dict:
         """Reward statistics of the verdicts since the previous call, then reset.
 
         Returns plain numbers plus `reasons` (reason label -> count), mergeable across processes
@@ -100,7 +100,7 @@ class VerifierReward:
             "n": len(rewards),
             "sum": sum(rewards),
             "sumsq": sum(r * r for r in rewards),
-            "success": sum(r >= success_threshold for r in rewards),
+            "success": sum(r >= success_reward_threshold for r in rewards),
             "with_reason": sum(v.reason is not None for v in verdicts),
             "reasons": dict(Counter(reason_key(v.reason) for v in verdicts if v.reason)),
             "rows": sorted(set(rows)),

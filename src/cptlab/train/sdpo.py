@@ -49,12 +49,11 @@ from trl.trainer.utils import (
 )
 
 from cptlab.teacher_prompt import TEACHER_TEMPLATES, strip_unopened_thinking
-from cptlab.train.grpo import ROLLOUT_IS_KEYS
 from cptlab.train.mixin import StageRecorder, StageTrainerMixin
 from cptlab.train.rollout_is import MODES, rollout_is_weights, sampling_logps
 
-# cptlab name -> TRL's kind; the trust-region teacher is TRL's frozen one, mixed with the student
-TEACHER_KINDS = {"frozen": "base", "ema": "ema", "live": "live", "trust_region": "base"}
+# teacher_model_kind -> TRL's: trust_region is TRL's frozen teacher, mixed with the student
+TEACHER_KINDS = {"base": "base", "ema": "ema", "live": "live", "trust_region": "base"}
 TRUNCATION_SIDES = ("left", "right", "error")
 TEACHER_STATE = "sdpo_teacher.pt"
 
@@ -239,7 +238,7 @@ class VerifierFeedbackContextBuilder(SuccessfulRolloutTeacherContextBuilder):
             if len(ids) > limit:
                 if side == "error":
                     raise ValueError(
-                        f"a teacher prompt has {len(ids)} tokens, over max_reprompt_length {limit}"
+                        f"a teacher prompt has {len(ids)} tokens, over max_reprompt_len {limit}"
                     )
                 ids_list[i] = ids[-limit:] if side == "left" else ids[:limit]
         device = trainer.accelerator.device
@@ -596,42 +595,25 @@ def _subset_rows(inputs: dict, index: torch.Tensor) -> dict:
     return out
 
 
+# Method keys that are not CptSDPOConfig fields of the same name (every other key is one: TRL's
+# SDPOConfig/GRPOConfig field, or cptlab's addition, so TRL's documentation applies to it).
+RESOLVED_KEYS = ("teacher_model_kind", "teacher_anchor", "teacher_trust_region_mix",
+                 "teacher_templates", "updates_per_generation")  # fmt: skip
+
+
 def sdpo_args(params: dict, common: dict, anchor_path: str | None) -> CptSDPOConfig:
     """A CptSDPOConfig from the method's params, the shared keys and the resolved anchor."""
     reprompt, solution, feedback = TEACHER_TEMPLATES[params["teacher_templates"]]
+    trust_region = params["teacher_model_kind"] == "trust_region"
     return CptSDPOConfig(
         **common,
-        epsilon=params["epsilon"],
-        epsilon_high=params["epsilon_high"],
-        scale_rewards=params["scale_rewards"],
-        loss_type=params["loss_type"],
-        importance_sampling_level=params["importance_sampling_level"],
-        teacher_model_kind=TEACHER_KINDS[params["teacher"]],
-        teacher_update_rate=params["ema_rate"],
-        teacher_sync_steps=params["ema_every"],
+        **{key: value for key, value in params.items() if key not in RESOLVED_KEYS},
+        teacher_model_kind=TEACHER_KINDS[params["teacher_model_kind"]],
         teacher_anchor_path=anchor_path,
-        teacher_anchor_mix=params["anchor_mix"],
-        teacher_trust_region_mix=(
-            params["trust_region_mix"] if params["teacher"] == "trust_region" else None
-        ),
-        distillation_token_mask_ratio=params["token_mask_ratio"],
-        remove_thinking_from_demonstration=not params["keep_thinking"],
+        teacher_trust_region_mix=params["teacher_trust_region_mix"] if trust_region else None,
+        # the study's templates come with its demonstration cleaning (its second thinking rule)
         remove_unopened_thinking=params["teacher_templates"] == "study",
-        distillation_mode=params["distillation_mode"],
-        distillation_topk=params["distillation_topk"],
-        distillation_add_tail=params["distillation_add_tail"],
-        distillation_alpha=params["distillation_alpha"],
-        distillation_is_clip=params["distillation_is_clip"],
-        distillation_weight=params["distillation_weight"],
-        include_environment_feedback=params["feedback"],
-        environment_feedback_only_without_solution=params["feedback_only_without_solution"],
         feedback_from_reward=True,
-        success_reward_threshold=params["success_threshold"],
-        dont_reprompt_on_self_success=params["dont_reprompt_on_self_success"],
-        max_reprompt_len=params["max_reprompt_length"],
-        reprompt_truncation=params["reprompt_truncation"],
-        **{key: params[key] for key in ROLLOUT_IS_KEYS},
-        skip_inactive_rows=params["skip_inactive_rows"],
         reprompt_template=reprompt,
         solution_template=solution,
         feedback_template=feedback,

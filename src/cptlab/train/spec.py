@@ -16,9 +16,9 @@ TRAINING_DEFAULTS: dict[str, Any] = {
     "domain_steps": {},
     "prompts_per_step": 32,
     "num_generations": 8,
-    "micro_batch_size": None,
+    "per_device_train_batch_size": None,
     "learning_rate": 1.0e-5,
-    "lr_scheduler": "constant_with_warmup",
+    "lr_scheduler_type": "constant_with_warmup",
     "warmup_steps": 10,
     "weight_decay": 0.01,
     "max_grad_norm": 1.0,
@@ -28,7 +28,7 @@ TRAINING_DEFAULTS: dict[str, Any] = {
     "top_p": 1.0,
     "chat_template_kwargs": {},
     "save_steps": 10,
-    "keep_checkpoints": 2,
+    "save_total_limit": 2,
     "dtype": "float32",
     "attn_implementation": None,
     "bf16": False,
@@ -72,25 +72,25 @@ METHOD_DEFAULTS: dict[str, dict[str, Any]] = {
     "grpo": {**POLICY_DEFAULTS, "beta": 0.0},
     "sdpo": {
         **POLICY_DEFAULTS,
-        "teacher": "ema",
-        "ema_rate": 0.05,
-        "ema_every": 1,
-        "trust_region_mix": 0.05,
-        "anchor": "stage_start",
-        "anchor_mix": 1.0,
-        "token_mask_ratio": 0.0,
-        "keep_thinking": False,
+        "teacher_model_kind": "ema",
+        "teacher_update_rate": 0.05,
+        "teacher_sync_steps": 1,
+        "teacher_trust_region_mix": 0.05,
+        "teacher_anchor": "stage_start",
+        "teacher_anchor_mix": 1.0,
+        "distillation_token_mask_ratio": 0.0,
+        "remove_thinking_from_demonstration": True,
         "distillation_mode": "sampled_token",
         "distillation_topk": None,
         "distillation_add_tail": False,
         "distillation_alpha": 1.0,
         "distillation_is_clip": 2.0,
         "distillation_weight": 1.0,
-        "feedback": False,
-        "feedback_only_without_solution": False,
-        "success_threshold": 1.0,
+        "include_environment_feedback": False,
+        "environment_feedback_only_without_solution": False,
+        "success_reward_threshold": 1.0,
         "dont_reprompt_on_self_success": True,
-        "max_reprompt_length": 10240,
+        "max_reprompt_len": 10240,
         "reprompt_truncation": "left",
         "skip_inactive_rows": True,
         "teacher_templates": "trl",
@@ -226,11 +226,11 @@ def batch_shape(
             f"{where}: prompts_per_step {training['prompts_per_step']} must split into "
             f"updates_per_generation {updates} mini-batches of whole prompts"
         )
-    micro = training["micro_batch_size"] or batch // (world * updates)
+    micro = training["per_device_train_batch_size"] or batch // (world * updates)
     if micro < 1 or batch % (micro * world * updates):
         raise ConfigError(
             f"{where}: prompts_per_step * num_generations = {batch} completions per rollout "
-            f"batch must split into updates_per_generation {updates} x micro_batch_size "
+            f"batch must split into updates_per_generation {updates} x per_device_train_batch_size "
             f"{micro} x {world} process(es)"
         )
     return micro, batch // (micro * world * updates)
@@ -258,9 +258,12 @@ def _check_semantics(trainer: str, p: dict, t: dict, where: str) -> None:
                 f"{where}: distillation_topk must be set exactly when distillation_mode is "
                 "topk_logits"
             )
-        if p["teacher"] == "live" and (p["anchor"] != ANCHOR_STAGE_START or p["anchor_mix"] != 1.0):
+        if p["teacher_model_kind"] == "live" and (
+            p["teacher_anchor"] != ANCHOR_STAGE_START or p["teacher_anchor_mix"] != 1.0
+        ):
             raise ConfigError(
-                f"{where}: a live teacher is the student; it takes no anchor/anchor_mix"
+                f"{where}: a live teacher is the student; "
+                "it takes no teacher_anchor/teacher_anchor_mix"
             )
     if t["bf16"] and t["dtype"] == "float16":
         raise ConfigError(f"{where}: bf16 mixed precision with float16 weights; use dtype bfloat16")

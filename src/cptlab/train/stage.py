@@ -70,9 +70,9 @@ def resolve_anchor(settings: StageSettings, start: str, anchor: str | None) -> s
     The method's `anchor` is `stage_start`, `base` (the `anchor` argument: the original base
     model, passed by the workflow) or a path.
     """
-    if settings.trainer != "sdpo" or settings.params["teacher"] == "live":
+    if settings.trainer != "sdpo" or settings.params["teacher_model_kind"] == "live":
         return None
-    kind = settings.params["anchor"]
+    kind = settings.params["teacher_anchor"]
     if kind == ANCHOR_STAGE_START:
         return None
     if kind == ANCHOR_BASE:
@@ -105,7 +105,7 @@ def trl_common_args(settings: StageSettings, seed: int, output_dir: Path) -> dic
         "num_generations": t["num_generations"],
         "num_iterations": 1,
         "learning_rate": t["learning_rate"],
-        "lr_scheduler_type": t["lr_scheduler"],
+        "lr_scheduler_type": t["lr_scheduler_type"],
         "warmup_steps": t["warmup_steps"],
         "weight_decay": t["weight_decay"],
         "max_grad_norm": t["max_grad_norm"],
@@ -123,7 +123,7 @@ def trl_common_args(settings: StageSettings, seed: int, output_dir: Path) -> dic
         **extra,
         "save_strategy": "steps",
         "save_steps": t["save_steps"] * updates,
-        "save_total_limit": t["keep_checkpoints"],
+        "save_total_limit": t["save_total_limit"],
         "logging_strategy": "steps",
         # One log line per rollout batch: TRL averages its metrics over the batch's updates.
         "logging_steps": updates,
@@ -209,8 +209,8 @@ def build_trainer(
         reward=reward,
         monitor=monitor,
         probe=probe,
-        success_threshold=settings.params.get(
-            "success_threshold", METHOD_DEFAULTS["sdpo"]["success_threshold"]
+        success_reward_threshold=settings.params.get(
+            "success_reward_threshold", METHOD_DEFAULTS["sdpo"]["success_reward_threshold"]
         ),
     )
     cls = CptGRPOTrainer if settings.trainer == "grpo" else CptSDPOTrainer
@@ -354,7 +354,7 @@ def train_stage(
     state = PartialState(cpu=not torch.cuda.is_available())  # as the trainer's (use_cpu)
     required = (
         (TEACHER_STATE,)
-        if settings.trainer == "sdpo" and settings.params["teacher"] == "ema"
+        if settings.trainer == "sdpo" and settings.params["teacher_model_kind"] == "ema"
         else ()
     )
     fingerprint = _fingerprint(settings, seed, start, anchor_path, data_file)
