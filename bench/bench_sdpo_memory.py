@@ -77,8 +77,10 @@ def main() -> None:
         print(f"{m:<4} {t:<4} {row['one_logits_MB']:>10.0f}               {row['multiple']:.2f}")
     k = max(multiples)
     paper = k * 4 * 8192 * 151936 * 2 / 1e9
-    print(f"\npeak multiple k = {k:.2f}; paper scale (m=4, T=8192, V=151936, bf16): "
-          f"{paper:.1f} GB; at m=1: {paper / 4:.1f} GB")
+    print(
+        f"\npeak multiple k = {k:.2f}; paper scale (m=4, T=8192, V=151936, bf16): "
+        f"{paper:.1f} GB; at m=1: {paper / 4:.1f} GB"
+    )
 
 
 if __name__ == "__main__":

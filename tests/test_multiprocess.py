@@ -1,6 +1,8 @@
 """A training stage under a launcher with two processes, through the workflow's own train rule
-and its `resources.train.launcher` setting: on CPU, `torchrun` starts two processes that talk
-over gloo, as `accelerate launch --num_processes 8` starts eight on a GPU node."""
+and its `resources.train.launcher` setting: on CPU, `accelerate launch` starts two processes
+that talk over gloo, as `accelerate launch --num_processes 8` starts eight on a GPU node.
+accelerate's own CPU path (`--cpu`) is single-process or mpirun; `--multi_gpu` runs
+torch.distributed's launcher, which works without GPUs."""
 
 from __future__ import annotations
 
@@ -15,7 +17,10 @@ from tests.workflow_helpers import copy_workflow, edited_config, snakemake
 
 pytestmark = pytest.mark.integration
 
-LAUNCHER = "torchrun --nproc_per_node 2"
+LAUNCHER = (
+    "accelerate launch --multi_gpu --num_processes 2 --num_machines 1 --mixed_precision no "
+    "--dynamo_backend no"
+)
 
 
 def two_processes(config: dict) -> None:
