@@ -145,9 +145,10 @@ def section_defaults() -> dict[str, dict]:
     from cptlab.evaluation.settings import EvalSettings
     from cptlab.train.spec import METHOD_DEFAULTS, TRAINING_DEFAULTS
 
-    methods = {**METHOD_DEFAULTS["grpo"], **METHOD_DEFAULTS["sdpo"]}
-    shared = set(METHOD_DEFAULTS["grpo"]) & set(METHOD_DEFAULTS["sdpo"])
-    assert all(METHOD_DEFAULTS["grpo"][k] == METHOD_DEFAULTS["sdpo"][k] for k in shared)
+    methods = {k: v for trainer in METHOD_DEFAULTS.values() for k, v in trainer.items()}
+    for a in METHOD_DEFAULTS.values():  # a key two trainers take has one default
+        for b in METHOD_DEFAULTS.values():
+            assert all(a[k] == b[k] for k in set(a) & set(b))
     training = {k: v for k, v in TRAINING_DEFAULTS.items() if k not in ("kl_probe", "collapse")}
     return {
         "evaluation": dataclass_defaults(EvalSettings),

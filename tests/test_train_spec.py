@@ -91,7 +91,11 @@ def test_embedded_config_methods_build_every_trainer(tmp_path):
     for method in embedded["methods"]:
         settings = resolve_stage(config, method, "math")
         args = trl_args(settings, seed=0, output_dir=tmp_path, anchor_path=None)
-        assert args.num_generations == 8 and args.temperature == 1.0 and not args.bf16
+        assert not args.bf16 and args.gradient_accumulation_steps >= 1
+        if settings.trainer == "sft":  # one reference answer per prompt, its own rate
+            assert args.per_device_train_batch_size == 32 and args.learning_rate == 1.0e-3
+        else:
+            assert args.num_generations == 8 and args.temperature == 1.0
     cot = trl_args(resolve_stage(config, "sdpo_frozen_cot", "math"), 0, tmp_path, None)
     assert cot.teacher_model_kind == "base" and not cot.remove_thinking_from_demonstration
 

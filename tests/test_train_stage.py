@@ -16,6 +16,7 @@ from transformers import TrainerCallback
 
 import cptlab.train.stage as stage_module
 from cptlab.artifacts import read_manifest
+from cptlab.config import ConfigError
 from cptlab.train.grpo import CptGRPOTrainer
 from cptlab.train.monitor import CollapseError, NonFiniteError
 from cptlab.train.stage import train_stage
@@ -298,3 +299,25 @@ def test_cli_trains_a_stage(world, capsys):
         f"--data {world['data'] / 'tiny_train.jsonl'}".split()
     )
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["status"] == "complete"
+
+
+def test_sft_trains_on_the_reference_answers(world):
+    """The off-policy baseline: prompts_per_step examples per step, each a training row's
+    prompt with its reference answer; the loss falls on repeated answers; no rollouts, so no
+    reward in the log. A row without a reference answer is an error naming it."""
+    config = json.loads(json.dumps(world["config"]))
+    config["methods"]["sft"] = {"trainer": "sft", "training": {"learning_rate": 3.0e-3}}
+    config["training"].update(steps=8, save_steps=4)
+    manifest = run(world, "sft", "sft", config)
+    assert manifest["status"] == "complete" and manifest["steps_done"] == 8
+    lines = [json.loads(line) for line in (world["dir"] / "sft" / "out" / "train_log.jsonl").open()]
+    assert [r["step"] for r in lines] == list(range(1, 9))
+    assert lines[-1]["loss"] < 0.9 * lines[0]["loss"]
+    assert lines[-1]["kl_to_start"] > 0 and "verifier/reward_mean" not in lines[-1]
+
+    rows = tiny_rows()
+    del rows[3]["metadata"]["solution"]
+    write_rows(world["data"] / "nosolution_train.jsonl", rows)
+    config["data"]["domains"]["nosolution"] = {"train": "nosolution_train"}
+    with pytest.raises(ConfigError, match="row 'tiny_train-0003' has no metadata.solution"):
+        run(world, "sft-bad", "sft", config, domain="nosolution")

@@ -57,15 +57,22 @@ class StageTrainerMixin:
 
     # ----- timing and non-finite checks -------------------------------------------------------
 
+    def updates_per_log_line(self) -> int:
+        """Optimizer updates per logged step: a rollout batch's (RL), or one (SFT)."""
+        per_batch = getattr(self.args, "steps_per_generation", None)
+        return max(1, (per_batch or 0) // self.args.gradient_accumulation_steps)
+
     def training_step(self, model, inputs, num_items_in_batch=None):
         accumulation = self.args.gradient_accumulation_steps
-        if self._step % self.args.steps_per_generation == 0:  # a rollout batch starts
+        micro = getattr(self, "_stage_micro_steps", 0)  # micro-steps since this run started
+        self._stage_micro_steps = micro + 1
+        if micro % (accumulation * self.updates_per_log_line()) == 0:  # a logged step starts
             self.recorder.step_started = time.perf_counter()
         loss = super().training_step(model, inputs, num_items_in_batch)
         if not torch.isfinite(loss).all():
             raise NonFiniteError(
                 f"non-finite loss ({loss.detach().float().cpu().tolist()}) at step "
-                f"{self.state.global_step + 1} (micro-batch {(self._step - 1) % accumulation + 1}"
+                f"{self.state.global_step + 1} (micro-batch {micro % accumulation + 1}"
                 f" of {accumulation}); the last good checkpoint is in {self.args.output_dir}"
             )
         return loss
@@ -100,9 +107,10 @@ class StageTrainerMixin:
         extra.update(reward_metrics)
         extra.update(rec.monitor.step_metrics(gather_object([rec.monitor.take_batch()])))
         # Logged once per rollout batch (logging_steps = updates per rollout batch).
-        updates = self.args.steps_per_generation // self.args.gradient_accumulation_steps
-        extra["rollout_batch"] = step // updates
-        if rec.probe is not None and extra["rollout_batch"] % rec.probe.every == 0:
+        logged_step = step // self.updates_per_log_line()
+        if hasattr(self.args, "steps_per_generation"):
+            extra["rollout_batch"] = logged_step
+        if rec.probe is not None and logged_step % rec.probe.every == 0:
             extra.update(rec.probe.measure(self.model))
         logs.update(extra)
         super().log(logs, start_time)  # TRL adds its metrics to `logs` here

@@ -95,6 +95,8 @@ METHOD_DEFAULTS: dict[str, dict[str, Any]] = {
         "skip_inactive_rows": True,
         "teacher_templates": "trl",
     },
+    # Supervised training on the reference answers (TRL's SFTConfig field names).
+    "sft": {"completion_only_loss": True},
 }
 
 ANCHOR_STAGE_START = "stage_start"
@@ -123,7 +125,7 @@ class StageSettings:
 
     Parameters:
         method (`str`): the method's name in `methods`.
-        trainer (`str`): `grpo` or `sdpo`.
+        trainer (`str`): `grpo`, `sdpo` or `sft`.
         params (`dict`): the method's keys with the trainer's defaults filled in.
         training (`dict`): the `training` section with defaults and the method's overrides.
         domain (`str`): the domain trained in this stage.
@@ -142,7 +144,7 @@ class StageSettings:
     @property
     def updates(self) -> int:
         """Optimizer updates per rollout batch."""
-        return int(self.params["updates_per_generation"])
+        return int(self.params.get("updates_per_generation", 1))  # SFT: one per step
 
     @property
     def optimizer_steps(self) -> int:
@@ -236,13 +238,29 @@ def batch_shape(
     return micro, batch // (micro * world * updates)
 
 
+def sft_batch_shape(training: dict, world: int, where: str = "training") -> tuple[int, int]:
+    """(examples per micro-batch and process, gradient accumulation steps) of one SFT step of
+    prompts_per_step examples (one reference answer per prompt) over `world` processes."""
+    prompts = training["prompts_per_step"]
+    micro = training["per_device_train_batch_size"] or prompts // world
+    if micro < 1 or prompts % (micro * world):
+        raise ConfigError(
+            f"{where}: prompts_per_step {prompts} examples per SFT step must split into "
+            f"per_device_train_batch_size {micro} x {world} process(es)"
+        )
+    return micro, prompts // (micro * world)
+
+
 def check_methods(config: dict, processes: int = 1, source: str = "config") -> None:
     """Check every method entry as its stages will use it, on `processes` training processes
     (what `cptlab train-stage` would find out only when a stage starts)."""
     for method in config.get("methods") or {}:
-        _, params, training = method_settings(config, method, source)
+        trainer, params, training = method_settings(config, method, source)
         where = f"{source}: methods.{method} (training)"
-        batch_shape(training, processes, params["updates_per_generation"], where)
+        if trainer == "sft":
+            sft_batch_shape(training, processes, where)
+        else:
+            batch_shape(training, processes, params["updates_per_generation"], where)
 
 
 def _check_semantics(trainer: str, p: dict, t: dict, where: str) -> None:

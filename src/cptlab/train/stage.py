@@ -24,7 +24,7 @@ from accelerate import PartialState
 from accelerate.utils import gather_object
 from datasets import Dataset
 from transformers import TrainerCallback
-from trl import GRPOConfig
+from trl import GRPOConfig, SFTConfig
 
 from cptlab.artifacts import MANIFEST, atomic_write_text, write_manifest
 from cptlab.checkpoints import load_model, load_tokenizer
@@ -37,6 +37,7 @@ from cptlab.train.monitor import CollapseMonitor
 from cptlab.train.probe import KLProbe
 from cptlab.train.rewards import VerifierReward, check_verifiers
 from cptlab.train.sdpo import TEACHER_STATE, CptSDPOConfig, CptSDPOTrainer, sdpo_args
+from cptlab.train.sft import CptSFTTrainer, sft_args, sft_dataset
 from cptlab.train.spec import (
     ANCHOR_BASE,
     ANCHOR_STAGE_START,
@@ -44,6 +45,7 @@ from cptlab.train.spec import (
     StageSettings,
     batch_shape,
     resolve_stage,
+    sft_batch_shape,
 )
 from cptlab.train.state import LOG, checkpoint_step, checkpoints, prepare_state, read_log
 
@@ -88,12 +90,15 @@ def resolve_anchor(settings: StageSettings, start: str, anchor: str | None) -> s
 
 
 def trl_common_args(settings: StageSettings, seed: int, output_dir: Path) -> dict:
-    """TrainingArguments/TRL keys shared by GRPO and SDPO."""
+    """The TrainingArguments keys of every trainer, plus the rollout keys GRPO and SDPO share."""
     t = settings.training
+    world = int(os.environ.get("WORLD_SIZE", "1"))
     updates = settings.updates
-    micro, accumulation = batch_shape(t, int(os.environ.get("WORLD_SIZE", "1")), updates)
-    extra = {VLLM_KEYS[k]: v for k, v in t["vllm"].items()}
-    return {
+    if settings.trainer == "sft":
+        micro, accumulation = sft_batch_shape(t, world)
+    else:
+        micro, accumulation = batch_shape(t, world, updates)
+    common = {
         "output_dir": str(output_dir),
         "seed": seed,
         "data_seed": seed,
@@ -101,26 +106,15 @@ def trl_common_args(settings: StageSettings, seed: int, output_dir: Path) -> dic
         "max_steps": settings.optimizer_steps,
         "per_device_train_batch_size": micro,
         "gradient_accumulation_steps": accumulation,
-        "steps_per_generation": accumulation * updates,
-        "num_generations": t["num_generations"],
-        "num_iterations": 1,
         "learning_rate": t["learning_rate"],
         "lr_scheduler_type": t["lr_scheduler_type"],
         "warmup_steps": t["warmup_steps"],
         "weight_decay": t["weight_decay"],
         "max_grad_norm": t["max_grad_norm"],
-        "max_completion_length": t["max_completion_length"],
-        "temperature": t["temperature"],
-        "top_p": t["top_p"],
-        "chat_template_kwargs": dict(t["chat_template_kwargs"]) or None,
-        "mask_truncated_completions": t["mask_truncated_completions"],
         "bf16": t["bf16"],
         # TRL turns checkpointing on by default (slower); transformers 5 names it activation_*.
         "activation_checkpointing": t["gradient_checkpointing"],
         "deepspeed": t["deepspeed"],
-        "use_vllm": t["use_vllm"],
-        "vllm_mode": t["vllm_mode"],
-        **extra,
         "save_strategy": "steps",
         "save_steps": t["save_steps"] * updates,
         "save_total_limit": t["save_total_limit"],
@@ -135,15 +129,35 @@ def trl_common_args(settings: StageSettings, seed: int, output_dir: Path) -> dic
         # On CPU, a launcher's processes are one distributed job (gloo) only with use_cpu.
         "use_cpu": not torch.cuda.is_available(),
     }
+    if settings.trainer == "sft":
+        return common
+    return {
+        **common,
+        "steps_per_generation": accumulation * updates,
+        "num_generations": t["num_generations"],
+        "num_iterations": 1,
+        "max_completion_length": t["max_completion_length"],
+        "temperature": t["temperature"],
+        "top_p": t["top_p"],
+        "chat_template_kwargs": dict(t["chat_template_kwargs"]) or None,
+        "mask_truncated_completions": t["mask_truncated_completions"],
+        "use_vllm": t["use_vllm"],
+        "vllm_mode": t["vllm_mode"],
+        **{VLLM_KEYS[k]: v for k, v in t["vllm"].items()},
+    }
 
 
 def trl_args(
     settings: StageSettings, seed: int, output_dir: Path, anchor_path: str | None
-) -> GRPOConfig | CptSDPOConfig:
-    """The GRPOConfig or CptSDPOConfig of this stage."""
+) -> GRPOConfig | CptSDPOConfig | SFTConfig:
+    """The GRPOConfig, CptSDPOConfig or SFTConfig of this stage."""
     common = trl_common_args(settings, seed, output_dir)
     if settings.trainer == "grpo":
         return grpo_args(settings.params, common)
+    if settings.trainer == "sft":
+        t = settings.training
+        max_length = t["max_prompt_length"] + t["max_completion_length"]
+        return sft_args(settings.params, common, max_length)
     common["max_prompt_length"] = settings.training["max_prompt_length"]
     return sdpo_args(settings.params, common, anchor_path)
 
@@ -213,6 +227,17 @@ def build_trainer(
             "success_reward_threshold", METHOD_DEFAULTS["sdpo"]["success_reward_threshold"]
         ),
     )
+    if settings.trainer == "sft":
+        return CptSFTTrainer(
+            model=model,
+            args=args,
+            train_dataset=sft_dataset(
+                rows, settings.steps, t["prompts_per_step"], settings.train_benchmark
+            ),
+            processing_class=tokenizer,
+            callbacks=callbacks,
+            recorder=recorder,
+        )
     cls = CptGRPOTrainer if settings.trainer == "grpo" else CptSDPOTrainer
     return cls(
         model=model,
