@@ -9,13 +9,12 @@ CORES ?= all
 setup: $(VENV)/.installed
 
 # torch first, pinned: an unpinned torch (or one pulled in by another package) is a multi-GB
-# CUDA build. --no-compile: Python compiles the modules it imports on first use, not every file
-# of every package at install time.
+# CUDA build.
 $(VENV)/.installed: envs/requirements.txt pyproject.toml
 	python3 -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q --no-compile torch==2.13.0
-	$(BIN)/python -m pip install -q --no-compile -r envs/requirements.txt
+	$(BIN)/python -m pip install -q torch==2.13.0
+	$(BIN)/python -m pip install -q -r envs/requirements.txt
 	$(BIN)/python -m pip install -q --no-deps -e .
 	touch $@
 
