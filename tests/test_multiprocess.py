@@ -33,7 +33,7 @@ def two_processes(config: dict) -> None:
         "teacher_model_kind": "ema",
         "teacher_update_rate": 0.5,
     }
-    config["training"].update(prompts_per_step=4, num_generations=2, steps=3, save_total_limit=2)
+    config["training"].update(prompts_per_step=4, num_generations=2, steps=2, save_total_limit=2)
 
 
 STAGE = "results/mp/runs/sdpo_ema/seed0/stage1_math"
@@ -64,7 +64,7 @@ def test_the_train_rule_runs_the_cli_module_in_two_processes(stage: dict) -> Non
     assert [p.name for p in out.glob("manifest.json")] == ["manifest.json"]
     # Each step's verdicts are gathered from both processes: 4 prompts x 2 completions.
     lines = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
-    assert [line["step"] for line in lines] == [1, 2, 3]
+    assert [line["step"] for line in lines] == [1, 2]
     assert all(line["verifier/completions"] == 8 for line in lines)
 
 
@@ -87,15 +87,15 @@ def test_both_processes_end_with_the_same_student_and_teacher(stage: dict) -> No
 
 
 def test_a_killed_two_process_stage_resumes_to_the_same_weights(stage: dict) -> None:
-    """The state a kill during step 3 leaves (checkpoints 1-2, no output): the rerun of the
-    train rule resumes from checkpoint 2 and ends bit-identical to the uninterrupted run."""
+    """The state a kill during step 2 leaves (checkpoint 1, no output): the rerun of the train
+    rule resumes from checkpoint 1 and ends bit-identical to the uninterrupted run."""
     workdir = Path(stage["workdir"])
-    state = next(workdir.glob("results/mp/**/checkpoint-3")).parent
-    assert (state / "checkpoint-2").is_dir()
-    shutil.rmtree(state / "checkpoint-3")
+    state = next(workdir.glob("results/mp/**/checkpoint-2")).parent
+    assert (state / "checkpoint-1").is_dir()
+    shutil.rmtree(state / "checkpoint-2")
     shutil.rmtree(workdir / STAGE)
     train(workdir)
     resumed = json.loads((workdir / STAGE / MANIFEST).read_text())
-    assert resumed["resumed_from"] == "checkpoint-2" and resumed["world_size"] == 2
+    assert resumed["resumed_from"] == "checkpoint-1" and resumed["world_size"] == 2
     assert resumed["weights_sha256"] == stage["manifest"]["weights_sha256"]
     assert resumed["ranks"] == stage["manifest"]["ranks"]  # the EMA teacher too
