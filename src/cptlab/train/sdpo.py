@@ -213,12 +213,15 @@ class VerifierFeedbackContextBuilder(SuccessfulRolloutTeacherContextBuilder):
 
     def _build_reprompt_text(self, prompt_text, solution_text, feedback_text):
         args = self.trainer.args
-        if solution_text and args.remove_thinking_from_demonstration:
-            if args.remove_unopened_thinking:
-                # TRL has removed matched pairs; the demonstration sits inside its template.
-                head, tail = args.solution_template.split("{successful_previous_attempt}")
-                demo = solution_text[len(head) : len(solution_text) - len(tail)]
-                solution_text = head + strip_unopened_thinking(demo) + tail
+        if (
+            solution_text
+            and args.remove_thinking_from_demonstration
+            and args.remove_unopened_thinking
+        ):
+            # TRL has removed matched pairs; the demonstration sits inside its template.
+            head, tail = args.solution_template.split("{successful_previous_attempt}")
+            demo = solution_text[len(head) : len(solution_text) - len(tail)]
+            solution_text = head + strip_unopened_thinking(demo) + tail
         return super()._build_reprompt_text(prompt_text, solution_text, feedback_text)
 
     def _tokenize_teacher_messages(self, teacher_messages_list):
