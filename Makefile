@@ -28,8 +28,10 @@ run: setup
 	snakemake --cores $(CORES); status=$$?; kill $$watcher 2>/dev/null; \
 	[ $$status -ne 0 ] || snakemake --report results/$(EXPERIMENT)/report.html; exit $$status
 
+# Two workers, one test file each at a time (a file's module fixtures are built once), and one
+# thread each: two 1-thread jobs on the 2 cores, as `make run` runs its training chains.
 test: setup
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -q
+	PATH="$(abspath $(BIN)):$$PATH" OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 test-slow: setup
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -q -m slow
