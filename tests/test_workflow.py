@@ -160,6 +160,23 @@ def test_a_method_param_reruns_only_that_methods_chain(smoke, tmp_path):
     assert jobs == Counter(train_stage=STAGES, evaluate_stage=STAGES, **downstream(1))
 
 
+def test_replay_feeds_the_earlier_stages_rows_to_that_methods_stages(smoke, tmp_path):
+    """Replay reruns only its method's chain; stage 2 (science) reads math's train rows."""
+    config = edited_config(
+        smoke / SMOKE,
+        tmp_path / "replay.yaml",
+        lambda c: c["methods"]["sdpo_frozen"].update(training={"replay_share": 0.25}),
+    )
+    done = snakemake(smoke, "-n", "-p", "--cores", "2", "--configfile", str(config))
+    assert done.returncode == 0, done.stderr[-3000:]
+    output = (done.stdout + done.stderr).splitlines()
+    commands = [line for line in output if "train-stage" in line]
+    assert len(commands) == STAGES, commands
+    replay = {re.search(r"--domain (\w+)", c)[1]: c.split("--replay-data")[1] for c in commands}
+    assert replay["math"].split()[0] == "--threads"
+    assert replay["science"].split()[0].endswith("data/math_train.jsonl")
+
+
 def test_one_domains_steps_rerun_only_its_stages_and_later(smoke, tmp_path):
     jobs = plan_after(
         smoke, tmp_path, lambda c: c["training"].setdefault("domain_steps", {}).update(science=3)

@@ -113,6 +113,15 @@ def previous_inputs(wc):
     return base_inputs() if stage == 1 else [stage_manifest(wc.method, wc.seed, stage - 1)]
 
 
+def replay_inputs(wc):
+    """The train rows of the domains trained before stage `wc.stage` (its own domain's aside),
+    when the stage's method replays them (training.replay_share)."""
+    if resolve_stage(config, wc.method, wc.domain).training["replay_share"] == 0:
+        return []
+    earlier = dict.fromkeys(d for d in SEQUENCE[: int(wc.stage) - 1] if d != wc.domain)
+    return [data_file(DOMAINS[d]["train"]) for d in earlier]
+
+
 def all_stage_manifests():
     return [str(LAYOUT.stage_manifest(*stage)) for stage in PLAN.trained_stages]
 

@@ -8,6 +8,7 @@ rule train_stage:
     input:
         previous=previous_inputs,
         data=lambda wc: data_file(DOMAINS[wc.domain]["train"]),
+        replay=replay_inputs,
         provenance=provenance(TRAIN_JOB, "train-stage", train_settings),
     output:
         manifest=LAYOUT.stage_manifest("{method}", "{seed}", "{stage}", "{domain}"),
@@ -33,4 +34,4 @@ rule train_stage:
         "{params.cptlab} train-stage --config {params.config} --method {wildcards.method}"
         " --domain {wildcards.domain} --seed {wildcards.seed} --start-from {params.start}"
         " --anchor {params.anchor} --out {params.out} --state-dir {params.state}"
-        " --data {input.data} --threads {threads} > {log} 2>&1"
+        " --data {input.data} --replay-data {input.replay} --threads {threads} > {log} 2>&1"

@@ -21,6 +21,12 @@ from cptlab.cli import CONFIG, THREADS, arg, command
     arg("--state-dir", required=True, help="resumable trainer state, outside --out"),
     arg("--anchor", default=None, help="the original base model (teacher anchor `base`)"),
     arg("--data", required=True, help="the prepared rows of the domain's train benchmark"),
+    arg(
+        "--replay-data",
+        nargs="*",
+        default=[],
+        help="the prepared train rows of the domains trained in earlier stages (replay_share)",
+    ),
     THREADS,
 )
 def train_stage(args: argparse.Namespace) -> None:
@@ -38,6 +44,7 @@ def train_stage(args: argparse.Namespace) -> None:
         anchor=args.anchor,
         threads=args.threads,
         data=args.data,
+        replay=args.replay_data,
     )
     if manifest:  # only the main process writes and reports
         keys = ("status", "steps_done", "weights_step", "train_seconds")

@@ -9,8 +9,6 @@ tokens only. Nothing is sampled, so the log line has no reward or collapse metri
 
 from __future__ import annotations
 
-import math
-
 from datasets import Dataset
 from trl import SFTConfig, SFTTrainer
 
@@ -43,17 +41,19 @@ def reference_answer(row: dict, where: str) -> str:
     return solution
 
 
-def sft_dataset(rows: list[dict], steps: int, prompts_per_step: int, where: str) -> Dataset:
-    """Prompt-completion pairs, repeated so one pass covers every step (as the RL datasets)."""
-    records = [
-        {
-            "prompt": row["prompt"],
-            "completion": [{"role": "assistant", "content": reference_answer(row, where)}],
-        }
-        for row in rows
-    ]
-    copies = max(1, math.ceil(steps * prompts_per_step / len(records)))
-    return Dataset.from_list(records * copies)
+def sft_dataset(rows: list[dict], indices: list[int], where: str) -> Dataset:
+    """Prompt-completion pairs of the stage's examples (`indices` into `rows`, as the RL
+    datasets: cptlab.train.replay)."""
+    answers = {i: reference_answer(rows[i], where) for i in sorted(set(indices))}
+    return Dataset.from_list(
+        [
+            {
+                "prompt": rows[i]["prompt"],
+                "completion": [{"role": "assistant", "content": answers[i]}],
+            }
+            for i in indices
+        ]
+    )
 
 
 def sft_args(params: dict, common: dict, max_length: int) -> SFTConfig:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import math
 import os
 import random
 import shutil
@@ -35,6 +34,7 @@ from cptlab.train.grpo import CptGRPOTrainer, grpo_args
 from cptlab.train.mixin import StageRecorder
 from cptlab.train.monitor import CollapseMonitor
 from cptlab.train.probe import KLProbe
+from cptlab.train.replay import replayed_prompts, stage_row_indices
 from cptlab.train.rewards import VerifierReward, check_verifiers
 from cptlab.train.sdpo import TEACHER_STATE, CptSDPOConfig, CptSDPOTrainer, sdpo_args
 from cptlab.train.sft import CptSFTTrainer, sft_args, sft_dataset
@@ -169,13 +169,10 @@ def _prompt_length(tokenizer, prompt: list[dict], kwargs: dict) -> int:
     return len(encoded["input_ids"])
 
 
-def training_dataset(rows: list[dict], settings: StageSettings) -> Dataset:
-    """Prompts with their row index, repeated so one pass covers every step (no epoch ends:
-    resuming mid-stage never depends on a sampler's epoch state)."""
-    needed = settings.steps * settings.training["prompts_per_step"]
-    copies = max(1, math.ceil(needed / len(rows)))
-    records = [{"prompt": r["prompt"], "row_index": i} for i, r in enumerate(rows)]
-    return Dataset.from_list(records * copies)
+def training_dataset(rows: list[dict], indices: list[int]) -> Dataset:
+    """The stage's prompts (`indices` into `rows`, cptlab.train.replay) with their row index,
+    which the reward reads to find each prompt's verifier."""
+    return Dataset.from_list([{"prompt": rows[i]["prompt"], "row_index": i} for i in indices])
 
 
 def build_trainer(
@@ -188,8 +185,10 @@ def build_trainer(
     callbacks: list[TrainerCallback] | None = None,
     log_path: str | Path | None = None,
     reward: VerifierReward | None = None,
-) -> CptGRPOTrainer | CptSDPOTrainer:
-    """The configured trainer of one stage (not yet trained). `rows` are the training rows."""
+    replay_rows: list[dict] = (),
+) -> CptGRPOTrainer | CptSDPOTrainer | CptSFTTrainer:
+    """The configured trainer of one stage (not yet trained). `rows` are the stage's training
+    rows, `replay_rows` the earlier domains' rows that `training.replay_share` draws from."""
     state_dir = Path(state_dir)
     state_dir.mkdir(parents=True, exist_ok=True)
     t = settings.training
@@ -200,6 +199,17 @@ def build_trainer(
         init["attn_implementation"] = t["attn_implementation"]
     model = load_model(start, **init)
     monitor = CollapseMonitor.from_config(t["collapse"])
+    indices = stage_row_indices(
+        len(rows),
+        len(replay_rows),
+        settings.steps,
+        t["prompts_per_step"],
+        t["replay_share"],
+        seed,
+    )
+    # The KL probe stays on the stage's own rows; the rest index the stage's rows then the
+    # replayed ones.
+    probe_rows, rows = rows, [*rows, *replay_rows]
     reward = reward or VerifierReward(rows, workers=t["reward_workers"])
     reward.monitor = monitor
     probe = None
@@ -207,11 +217,13 @@ def build_trainer(
     if spec["prompts"] > 0:
         if not (args.deepspeed or args.fsdp):
             model.to(args.device)
-        picks = random.Random(seed).sample(range(len(rows)), min(spec["prompts"], len(rows)))
+        picks = random.Random(seed).sample(
+            range(len(probe_rows)), min(spec["prompts"], len(probe_rows))
+        )
         probe = KLProbe.sample(
             model,
             tokenizer,
-            [rows[i]["prompt"] for i in picks],
+            [probe_rows[i]["prompt"] for i in picks],
             max_tokens=min(spec["max_tokens"], t["max_completion_length"]),
             temperature=1.0,
             seed=seed,
@@ -231,9 +243,7 @@ def build_trainer(
         return CptSFTTrainer(
             model=model,
             args=args,
-            train_dataset=sft_dataset(
-                rows, settings.steps, t["prompts_per_step"], settings.train_benchmark
-            ),
+            train_dataset=sft_dataset(rows, indices, settings.train_benchmark),
             processing_class=tokenizer,
             callbacks=callbacks,
             recorder=recorder,
@@ -243,15 +253,17 @@ def build_trainer(
         model=model,
         reward_funcs=[reward],
         args=args,
-        train_dataset=training_dataset(rows, settings),
+        train_dataset=training_dataset(rows, indices),
         processing_class=tokenizer,
         callbacks=callbacks,
         recorder=recorder,
     )
 
 
-def _fingerprint(settings, seed, start, anchor_path, data_file: Path) -> dict:
+def _fingerprint(settings, seed, start, anchor_path, data_file: Path, replay_files=()) -> dict:
+    replay = {"replay": [hashlib.sha256(f.read_bytes()).hexdigest() for f in replay_files]}
     return {
+        **(replay if replay_files else {}),
         "settings": json.loads(json.dumps(settings.as_dict(), sort_keys=True, default=str)),
         "seed": seed,
         "start": str(Path(start).resolve()) if Path(start).exists() else str(start),
@@ -337,6 +349,7 @@ def train_stage(
     threads: int = 1,
     *,
     data: str | Path,
+    replay: list[str | Path] = (),
     callbacks: list[TrainerCallback] | None = None,
 ) -> dict:
     """Train one stage and write `out/` (weights, tokenizer, train_log.jsonl, manifest.json last).
@@ -351,6 +364,8 @@ def train_stage(
     anchor     the original base model, used when the method's teacher anchor is `base`
     threads    torch CPU threads
     data       the prepared rows (JSONL) of the domain's `train` benchmark
+    replay     the prepared train rows of the domains trained in earlier stages, which
+               `training.replay_share` draws from (cptlab.train.replay)
     callbacks  extra transformers TrainerCallbacks (tests, profiling)
 
     Returns the manifest. Raises StageError (NonFiniteError, CollapseError) on an abnormal end;
@@ -368,13 +383,27 @@ def train_stage(
     tokenizer = load_tokenizer(str(start))
     limit = settings.training["max_prompt_length"]
     kwargs = settings.training["chat_template_kwargs"]
-    kept = [r for r in rows if _prompt_length(tokenizer, r["prompt"], kwargs) <= limit]
-    if not kept:
-        raise ConfigError(f"{data_file}: every prompt is longer than max_prompt_length={limit}")
-    if len(kept) < len(rows):
-        log.warning(
-            "%s: %d prompts over %d tokens dropped", data_file, len(rows) - len(kept), limit
-        )
+
+    def within_limit(rows: list[dict], source: Path) -> list[dict]:
+        kept = [r for r in rows if _prompt_length(tokenizer, r["prompt"], kwargs) <= limit]
+        if not kept:
+            raise ConfigError(f"{source}: every prompt is longer than max_prompt_length={limit}")
+        if len(kept) < len(rows):
+            log.warning(
+                "%s: %d prompts over %d tokens dropped", source, len(rows) - len(kept), limit
+            )
+        return kept
+
+    kept = within_limit(rows, data_file)
+    replay_files = [Path(f) for f in replay]
+    replay_rows = []
+    for source in replay_files:
+        earlier = read_jsonl(source)
+        check_verifiers(earlier, str(source))
+        replay_rows += within_limit(earlier, source)
+    share = settings.training["replay_share"]
+    if share > 0 and not replay_rows:  # stage 1: nothing trained before it
+        log.info("replay_share %s: no earlier rows to replay in this stage", share)
 
     state = PartialState(cpu=not torch.cuda.is_available())  # as the trainer's (use_cpu)
     required = (
@@ -382,7 +411,7 @@ def train_stage(
         if settings.trainer == "sdpo" and settings.params["teacher_model_kind"] == "ema"
         else ()
     )
-    fingerprint = _fingerprint(settings, seed, start, anchor_path, data_file)
+    fingerprint = _fingerprint(settings, seed, start, anchor_path, data_file, replay_files)
     if state.is_main_process:
         resume = prepare_state(state_dir, fingerprint, required)
     state.wait_for_everyone()
@@ -392,7 +421,9 @@ def train_stage(
     if resume is not None:
         log.info("resuming %s/%s from %s", method, domain, resume)
 
-    trainer = build_trainer(settings, kept, start, state_dir, seed, anchor_path, callbacks)
+    trainer = build_trainer(
+        settings, kept, start, state_dir, seed, anchor_path, callbacks, replay_rows=replay_rows
+    )
     # Killed after the last checkpoint but before the manifest: nothing is left to train, and
     # HF's Trainer resumed at max_steps would run one step more.
     resume_step = checkpoint_step(resume) if resume else 0
@@ -444,6 +475,14 @@ def train_stage(
         "weights_step": weights_step,
         "resumed_from": resume.name if resume else None,
         "prompts": {"rows": len(rows), "used": len(kept)},
+        "replay": {
+            "share": share,
+            "sources": [str(f) for f in replay_files],
+            "rows": len(replay_rows),
+            "prompts": replayed_prompts(
+                share, settings.steps * settings.training["prompts_per_step"], len(replay_rows)
+            ),
+        },
         "final": {k: v for k, v in last.items() if not isinstance(v, dict | list)},
         "weights_sha256": weights_sha256(out),
         "settings": settings.as_dict(),
