@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 CORES ?= all
 
-.PHONY: setup run test test-slow test-drills lint clean
+.PHONY: setup run study test test-slow test-drills lint clean
 
 setup: $(VENV)/.installed
 
@@ -19,14 +19,20 @@ $(VENV)/.installed: envs/requirements.txt pyproject.toml
 	touch $@
 
 EXPERIMENT ?= embedded
+SNAKEMAKE_ARGS ?=
 
 # The whole experiment, then the HTML report (Snakemake builds reports in a second call).
 # `cptlab watch` prints, beside Snakemake's log, what each running job is doing.
 run: setup
 	@export PATH="$(abspath $(BIN)):$$PATH"; \
 	cptlab watch --results-dir results/$(EXPERIMENT) --every 30 & watcher=$$!; \
-	snakemake --cores $(CORES); status=$$?; kill $$watcher 2>/dev/null; \
-	[ $$status -ne 0 ] || snakemake --report results/$(EXPERIMENT)/report.html; exit $$status
+	snakemake --cores $(CORES) $(SNAKEMAKE_ARGS); status=$$?; kill $$watcher 2>/dev/null; \
+	[ $$status -ne 0 ] || snakemake $(SNAKEMAKE_ARGS) --report results/$(EXPERIMENT)/report.html; \
+	exit $$status
+
+# The embedded study: every method over three seeds (config/study.yaml), in results/study/.
+study:
+	$(MAKE) run EXPERIMENT=study SNAKEMAKE_ARGS="--configfile config/study.yaml"
 
 # Two workers, one test file each at a time (a file's module fixtures are built once), and one
 # thread each: two 1-thread jobs on the 2 cores, as `make run` runs its training chains.

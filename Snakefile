@@ -23,5 +23,6 @@ rule all:
         base_inputs(),
         LAYOUT.scores_csv,
         LAYOUT.cl_metrics_csv,
+        LAYOUT.findings_csv,
         LAYOUT.figures_dir / MANIFEST,
         LAYOUT.drift_figures_dir / MANIFEST,

@@ -113,6 +113,16 @@ def test_learning_yaml_is_an_overlay_of_the_default():
     assert learning["run"]["sequence"] == ["math"] and learning["base"]["path"]
 
 
+def test_study_yaml_runs_every_findings_role_over_three_seeds():
+    from cptlab.results.findings import ROLES
+
+    study, default = load_config("config/study.yaml"), load_config("config/config.yaml")
+    assert study["training"] == default["training"] and study["base"] == default["base"]
+    assert study["run"]["seeds"] == [0, 1, 2]
+    assert set(ROLES.values()) | {"sft_replay"} == set(study["run"]["methods"])
+    assert study["methods"]["sft_replay"]["training"]["replay_share"] == 0.25
+
+
 def test_overrides_merge_last(tmp_path):
     config = load_config("config/config.yaml", {"evaluation": {"n": 7}})
     assert config["evaluation"]["n"] == 7 and config["evaluation"]["samples"] == 1
@@ -143,6 +153,7 @@ def section_defaults() -> dict[str, dict]:
     from cptlab.base_model import settings as base
     from cptlab.drift.settings import DriftSettings
     from cptlab.evaluation.settings import EvalSettings
+    from cptlab.results.findings import ROLES
     from cptlab.train.spec import METHOD_DEFAULTS, TRAINING_DEFAULTS
 
     methods = {k: v for trainer in METHOD_DEFAULTS.values() for k, v in trainer.items()}
@@ -162,6 +173,7 @@ def section_defaults() -> dict[str, dict]:
         "training": training,
         "training.kl_probe": TRAINING_DEFAULTS["kl_probe"],
         "training.collapse": TRAINING_DEFAULTS["collapse"],
+        "findings.methods": ROLES,
     }
 
 

@@ -54,6 +54,16 @@ def tree(tmp_path) -> SourceTree:
             "b/deep.py": "from cptlab.b import leaf\n",
             "b/leaf.py": "",
             "b/unused.py": "",
+            "c/__init__.py": "",
+            "c/cli.py": """
+                from cptlab.cli import command
+                from cptlab.c import setup
+
+                @command("other", "help")
+                def other(args):
+                    pass
+            """,
+            "c/setup.py": "",
             "schemas/config.schema.yaml": "{}\n",
         },
     )
@@ -82,6 +92,20 @@ def test_the_hash_changes_with_content_only(tree):
     lazy.write_text("x = 2\n")
     assert SourceTree(tree.root).code_hash("first") != before
     assert SourceTree(tree.root).code_hash("second") == tree.code_hash("second")
+
+
+def test_another_command_modules_text_is_not_a_dependency(tree):
+    """Every job imports every command module (the parser does), so their top-level imports
+    count; another module's handlers never run, so adding a subcommand reruns nothing else."""
+    first = names(tree, "first")
+    assert "c/setup.py" in first and "c/cli.py" not in first
+    before, other = tree.code_hash("first"), tree.code_hash("other")
+    handler = tree.root / "c" / "cli.py"
+    handler.write_text(
+        handler.read_text() + "\n@command('more', 'help')\ndef more(args):\n    pass\n"
+    )
+    assert SourceTree(tree.root).code_hash("first") == before
+    assert SourceTree(tree.root).code_hash("other") != other
 
 
 def test_an_unknown_command_is_named(tree):

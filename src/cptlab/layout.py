@@ -14,6 +14,7 @@ written once. Methods accept wildcard placeholders as well as values
     eval/base/<benchmark>.json                     the base's scores (+ .responses.jsonl)
     eval/<method>/seed<s>/stage<k>/<benchmark>.json   each stage's scores (+ .responses.jsonl)
     scores.csv, cl_metrics.csv, cl_summary.csv     the results tables
+    findings.csv, findings.html                    the study's findings scored on this run
     figures/                                       plots, manifest.json last
     drift/<method>/seed<s>/                        one chain's drift tables, manifest.json last
     drift/datasets/, drift/figures/                distances between data sets; drift plots
@@ -142,6 +143,14 @@ class Layout:
     @property
     def cl_summary_csv(self) -> Path:
         return self.root / "cl_summary.csv"
+
+    @property
+    def findings_csv(self) -> Path:
+        return self.root / "findings.csv"
+
+    @property
+    def findings_html(self) -> Path:
+        return self.root / "findings.html"
 
     @property
     def figures_dir(self) -> Path:

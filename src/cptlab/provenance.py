@@ -106,13 +106,15 @@ class SourceTree:
         return seen
 
     def command_sources(self, command: str) -> list[Path]:
-        """The files subcommand `command` runs: the command modules with what they import at
-        their top level, what its handler imports, everything those import in turn, and the
-        package data they read."""
+        """The files subcommand `command` runs: its command module, what every command module
+        imports at its top level, what its handler imports, everything those import in turn,
+        and the package data they read."""
         if command not in self.commands:
             raise KeyError(f"no cptlab subcommand {command!r} in {self.root}")
         # `cptlab.cli.parser()` imports every command module, so each one's top-level imports
-        # run in every job; of the handlers, only this command's runs.
+        # run in every job; of the handlers, only this command's runs. Another command module's
+        # own text only declares its arguments, so adding or editing a subcommand reruns only
+        # the jobs of that subcommand.
         command_modules = {m for m, _ in self.commands.values()}
         start: set[str] = set()
         for name in command_modules:
@@ -122,7 +124,7 @@ class SourceTree:
             start |= (self.imports(top, name) | parents) - command_modules
         module, handler = self.commands[command]
         start |= self.imports([handler], module) - command_modules
-        modules = self.closure(start) | command_modules
+        modules = self.closure(start) | {module}
         files = {self.files[m] for m in modules}
         for name in modules:
             files.update(self.root / data for data in DATA_FILES.get(name, ()))

@@ -23,6 +23,33 @@ rule aggregate:
         "cptlab aggregate --config {params.config} --results-dir {params.results} > {log} 2>&1"
 
 
+rule findings:
+    input:
+        scores=LAYOUT.scores_csv,
+        metrics=LAYOUT.cl_metrics_csv,
+        chains=[str(LAYOUT.drift_chain_manifest(m, s)) for m, s in PLAN.chains],
+        provenance=provenance("findings", "findings", findings_settings),
+    output:
+        table=LAYOUT.findings_csv,
+        html=report(
+            LAYOUT.findings_html,
+            caption="../report/findings.rst",
+            category="Findings",
+            labels={"table": "the study's findings, scored on this run"},
+        ),
+    params:
+        config=CONFIG_FILE,
+        results=results_dir,
+    log:
+        LAYOUT.log_file("findings"),
+    benchmark:
+        LAYOUT.benchmark_file("findings")
+    conda:
+        "../../envs/cptlab.yaml"
+    shell:
+        "cptlab findings --config {params.config} --results-dir {params.results} > {log} 2>&1"
+
+
 rule figures:
     input:
         scores=LAYOUT.scores_csv,

@@ -175,6 +175,17 @@ def plan_settings(wc):
     return {"run": config["run"], "benchmarks": [asdict(b) for b in eval_benchmarks(config)]}
 
 
+def findings_settings(wc):
+    """The chains and benchmarks, which method plays which role, the format tokens."""
+    return {
+        **plan_settings(wc),
+        "findings": config.get("findings", {}),
+        "format_tokens": resolve_stage(config, PLAN.methods[0], SEQUENCE[0]).training["collapse"][
+            "format_tokens"
+        ],
+    }
+
+
 def drift_settings(wc):
     return {"drift": ChainSettings.from_config(config).as_dict(), "base": base_model()}
 

@@ -1,5 +1,5 @@
-"""The `aggregate` and `figures` subcommands: they read and write the results tree through
-`cptlab.layout.Layout`."""
+"""The `aggregate`, `findings` and `figures` subcommands: they read and write the results tree
+through `cptlab.layout.Layout`."""
 
 from __future__ import annotations
 
@@ -21,6 +21,21 @@ def aggregate(args: argparse.Namespace) -> None:
     from cptlab.results.aggregate import aggregate
 
     paths = aggregate(load_config(args.config), Layout(args.results_dir))
+    print(json.dumps({k: str(v) for k, v in paths.items()}))
+
+
+@command(
+    "findings",
+    "findings.csv and findings.html: the study's six findings scored on this run",
+    CONFIG,
+    RESULTS_DIR,
+)
+def findings(args: argparse.Namespace) -> None:
+    from cptlab.config import load_config
+    from cptlab.layout import Layout
+    from cptlab.results.findings import write_findings
+
+    paths = write_findings(load_config(args.config), Layout(args.results_dir))
     print(json.dumps({k: str(v) for k, v in paths.items()}))
 
 
