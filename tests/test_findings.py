@@ -3,6 +3,7 @@ paired over seeds, and the forgetting control."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import pandas as pd
@@ -105,6 +106,16 @@ def write_results(root, cfg: dict, nss: dict, boxed: dict) -> Layout:
                     + [0, 0],
                 }
             ).to_csv(folder / "artifact_trend_log.csv", index=False)
+            for stage, domain in enumerate(cfg["run"]["sequence"], start=1):
+                log = layout.train_log(method, seed, stage, domain)
+                log.parent.mkdir(parents=True)
+                kl = 0.1 * stage * (3 if method.startswith("sdpo") else 1) + 0.01 * seed
+                log.write_text(
+                    json.dumps({"step": 1, "kl_to_start": 0.0})
+                    + "\n"
+                    + json.dumps({"step": 2, "kl_to_start": kl})
+                    + "\n"
+                )
     scores = pd.DataFrame(rows, columns=SCORE_COLUMNS)
     write_csv(layout.scores_csv, scores)
     write_csv(layout.cl_metrics_csv, compute_metrics(cfg, scores))
@@ -123,7 +134,7 @@ def test_each_finding_is_scored_from_the_paired_seeds(tmp_path):
     cfg = config()
     layout = write_results(tmp_path, cfg, NSS, BOXED)
     rows = by_finding(score_findings(cfg, layout))
-    assert list(rows) == ["1", "2", "3a", "3b", "4", "5a", "5b", "6", "control"]
+    assert list(rows) == ["1", "2", "3a", "3b", "4", "5a", "5b", "5c", "6", "control"]
     # 1: SDPO_0 - SDPO_5% id accuracy: math 40+-1 vs 35, science 60 vs 50 -> +7.5 points
     assert rows["1"]["value"] == pytest.approx(7.5) and rows["1"]["verdict"] == "agrees"
     # 2: CoT - SDPO_0 on math: -5, -6, +9 (seed 2) -> the interval covers 0
@@ -137,6 +148,8 @@ def test_each_finding_is_scored_from_the_paired_seeds(tmp_path):
     # 5a: NSS ratio 4 (same seed factor on both); 5b: similarity 95 - (90, 91, 92)
     assert rows["5a"]["value"] == pytest.approx(4.0) and rows["5a"]["verdict"] == "agrees"
     assert rows["5b"]["value"] == pytest.approx(4.0) and rows["5b"]["verdict"] == "agrees"
+    # 5c: KL at the stage ends (0.1, 0.2) x 3 against x 1, plus 0.01 seed on both: ratio < 3
+    assert 2.5 < rows["5c"]["value"] < 3 and rows["5c"]["verdict"] == "agrees"
     # 6: the highest stage's mean share: 0.2 + 0.01 seed against 0 + 0.01 seed
     assert rows["6"]["value"] == pytest.approx(0.2) and rows["6"]["verdict"] == "agrees"
     # control: SFT loses 20 points of math after the science stage on every seed

@@ -13,14 +13,16 @@ seeds, and the direction the study reports. The verdict of a part:
 Methods play roles (`findings.methods` in the config: which method is GRPO, SDPO_0, ...). All
 comparisons are at the configured settings of each method, not at a matched movement.
 
-Inputs: scores.csv, cl_metrics.csv, and per chain the drift folder's params_summary.csv,
-responses_summary.csv and artifact_trend_log.csv (cptlab.drift.chain). Output: findings.csv
+Inputs: scores.csv, cl_metrics.csv, each stage's train_log.jsonl, and per chain the drift
+folder's params_summary.csv, responses_summary.csv and artifact_trend_log.csv
+(cptlab.drift.chain). Output: findings.csv
 (COLUMNS) and findings.html, the report's first table.
 """
 
 from __future__ import annotations
 
 import html
+import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -163,6 +165,19 @@ def _similarity(run: RunTables, role: str, seed: int) -> float:
     return cosine if np.isfinite(cosine) else float(rows["rouge_l_median"].iloc[0])
 
 
+def _movement(run: RunTables, role: str, seed: int) -> float:
+    """KL to the stage start at the end of each stage (the train log's last `kl_to_start`), mean
+    over the stages; NaN when a log or its probe is missing."""
+    values = []
+    for k, domain in enumerate(run.plan.sequence, start=1):
+        path = run.layout.train_log(run.methods[role], seed, k, domain)
+        if not path.is_file():
+            return math.nan
+        lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        values.append(float(lines[-1].get("kl_to_start", math.nan)) if lines else math.nan)
+    return clm.nan_mean(values)
+
+
 def _format_share(run: RunTables, role: str, seed: int) -> float:
     """The share of training completions repeating a format token (`\\boxed`), mean over a
     stage's steps, at the stage (and token) where it is highest."""
@@ -277,6 +292,17 @@ PARTS = (
         ("grpo", "sdpo_0"),
         _paired("grpo", "sdpo_0", _similarity),
         +1,
+    ),
+    Part(
+        "5",
+        "c",
+        "Drift: SDPO moves the policy further than GRPO (how far each method moved)",
+        "SDPO_0 over GRPO: KL to the stage start at the end of each stage, mean over the stages, "
+        "ratio",
+        ("sdpo_0", "grpo"),
+        lambda run, seed: _movement(run, "sdpo_0", seed) / _movement(run, "grpo", seed),
+        +1,
+        null=1.0,
     ),
     Part(
         "6",
