@@ -292,3 +292,10 @@ def test_the_paper_config_plans_the_whole_study(tmp_path):
     assert jobs["train_stage"] == 16
     assert jobs["evaluate_base"] == 1 and jobs["evaluate_stage"] == 16
     assert "build_base" not in jobs
+
+
+def test_the_study_config_plans_every_method_over_three_seeds(tmp_path):
+    """config/study.yaml (`make study`): 6 methods x 3 seeds x 4 stages, one base, the findings."""
+    jobs = planned_jobs(copy_workflow(tmp_path), "--configfile", "config/study.yaml")
+    assert jobs["train_stage"] == 6 * 3 * 4 and jobs["evaluate_stage"] == 6 * 3 * 4
+    assert jobs["build_base"] == 1 and jobs["drift_chain"] == 6 * 3 and jobs["findings"] == 1
