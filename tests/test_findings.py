@@ -172,6 +172,14 @@ def test_the_opposite_direction_contradicts_and_a_missing_method_is_not_measured
     assert rows["control"]["verdict"] == "not measured"
 
 
+def test_a_method_that_did_not_move_gives_no_ratio(tmp_path):
+    cfg = config(methods=["grpo", "sdpo_frozen"])
+    rows = by_finding(
+        score_findings(cfg, write_results(tmp_path, cfg, {**NSS, "grpo": 0.0}, BOXED))
+    )
+    assert math.isnan(rows["5a"]["value"]) and rows["5a"]["verdict"] == "not measured"
+
+
 def test_one_seed_has_no_interval(tmp_path):
     cfg = config(seeds=[0])
     rows = by_finding(score_findings(cfg, write_results(tmp_path, cfg, NSS, BOXED)))
@@ -190,3 +198,9 @@ def test_one_seed_has_no_interval(tmp_path):
 )
 def test_verdict(low, high, direction, expected):
     assert verdict(low, high, 3, direction, 0.0) == expected
+
+
+def test_a_zero_difference_with_rounding_is_no_effect():
+    """Two methods' saturated medians (100 % similarity on every seed) differ by rounding."""
+    assert verdict(1.4e-14, 1.4e-14, 2, 1, 0.0) == "inconclusive"
+    assert verdict(1.0 + 1e-15, 1.0 + 1e-15, 2, 1, 1.0) == "inconclusive"

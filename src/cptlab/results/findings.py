@@ -222,6 +222,16 @@ def _paired(a: str, b: str, quantity) -> Callable[[RunTables, int], float]:
     return lambda run, seed: quantity(run, a, seed) - quantity(run, b, seed)
 
 
+def _ratio(a: str, b: str, quantity) -> Callable[[RunTables, int], float]:
+    """a's quantity over b's on the same seed; NaN where b's is 0 (no movement to compare)."""
+
+    def per_seed(run: RunTables, seed: int) -> float:
+        denominator = quantity(run, b, seed)
+        return quantity(run, a, seed) / denominator if denominator else math.nan
+
+    return per_seed
+
+
 PARTS = (
     Part(
         "1",
@@ -280,7 +290,7 @@ PARTS = (
         "SDPO_0 over GRPO: normalised spectral shift (NSS) against the base after the last "
         "stage, ratio",
         ("sdpo_0", "grpo"),
-        lambda run, seed: _nss(run, "sdpo_0", seed) / _nss(run, "grpo", seed),
+        _ratio("sdpo_0", "grpo", _nss),
         +1,
         null=1.0,
     ),
@@ -300,7 +310,7 @@ PARTS = (
         "SDPO_0 over GRPO: KL to the stage start at the end of each stage, mean over the stages, "
         "ratio",
         ("sdpo_0", "grpo"),
-        lambda run, seed: _movement(run, "sdpo_0", seed) / _movement(run, "grpo", seed),
+        _ratio("sdpo_0", "grpo", _movement),
         +1,
         null=1.0,
     ),
@@ -320,7 +330,10 @@ PARTS = (
 def verdict(low: float, high: float, n: int, direction: int, null: float) -> str:
     if n < 2 or not (np.isfinite(low) and np.isfinite(high)):
         return "inconclusive"
-    above, below = low > null, high < null
+    # Equal values on every seed give a zero-width interval; rounding must not make a zero
+    # difference (two saturated medians) a side of no effect.
+    tolerance = 1e-9 * max(1.0, abs(null))
+    above, below = low > null + tolerance, high < null - tolerance
     if (above and direction > 0) or (below and direction < 0):
         return "agrees"
     if above or below:
