@@ -2,6 +2,7 @@
 # provenance file (what decides its reruns).
 import sys
 from dataclasses import asdict
+from functools import cache
 from pathlib import Path
 
 from cptlab.artifacts import MANIFEST
@@ -15,7 +16,7 @@ from cptlab.locks import record_lock_owner, release_stale_lock
 from cptlab.plan import Plan, base_measure_benchmarks, builds_base, datasets, eval_benchmarks
 from cptlab.provenance import SourceTree, write_if_changed
 from cptlab.resources import cptlab_invocation, rule_resources, snakemake_resources
-from cptlab.train.spec import resolve_stage
+from cptlab.train.spec import resolve_stage, training_section
 
 # The config as the CLI reads it: the --configfile (default: the embedded one) with its
 # `extends:` chain and the --config overrides, with every check cptlab makes. A bad config
@@ -113,10 +114,16 @@ def previous_inputs(wc):
     return base_inputs() if stage == 1 else [stage_manifest(wc.method, wc.seed, stage - 1)]
 
 
+@cache
+def stage_settings(method, domain):
+    """The resolved settings of (method, domain), checked once per workflow parse."""
+    return resolve_stage(config, method, domain)
+
+
 def replay_inputs(wc):
     """The train rows of the domains trained before stage `wc.stage` (its own domain's aside),
     when the stage's method replays them (training.replay_share)."""
-    if resolve_stage(config, wc.method, wc.domain).training["replay_share"] == 0:
+    if stage_settings(wc.method, wc.domain).training["replay_share"] == 0:
         return []
     earlier = dict.fromkeys(d for d in SEQUENCE[: int(wc.stage) - 1] if d != wc.domain)
     return [data_file(DOMAINS[d]["train"]) for d in earlier]
@@ -153,7 +160,7 @@ def train_settings(wc):
     """The stage's method and training keys resolved for its domain (another domain's step
     count is not among them, so changing it reruns only that domain's stages), its start and
     anchor checkpoints and its launcher."""
-    settings = resolve_stage(config, wc.method, wc.domain).as_dict()
+    settings = stage_settings(wc.method, wc.domain).as_dict()
     settings["training"] = {k: v for k, v in settings["training"].items() if k != "domain_steps"}
     return {
         **settings,
@@ -180,9 +187,7 @@ def findings_settings(wc):
     return {
         **plan_settings(wc),
         "findings": config.get("findings", {}),
-        "format_tokens": resolve_stage(config, PLAN.methods[0], SEQUENCE[0]).training["collapse"][
-            "format_tokens"
-        ],
+        "format_tokens": training_section(config)["collapse"]["format_tokens"],
     }
 
 

@@ -22,7 +22,6 @@ folder's params_summary.csv, responses_summary.csv and artifact_trend_log.csv
 from __future__ import annotations
 
 import html
-import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,10 +31,12 @@ import numpy as np
 import pandas as pd
 
 from cptlab.artifacts import atomic_write_text
+from cptlab.drift.tables import read_json_lines
 from cptlab.layout import Layout
 from cptlab.plan import Plan
 from cptlab.results import cl_metrics as clm
 from cptlab.results.aggregate import read_csv, write_csv
+from cptlab.train.spec import training_section
 
 ROLES = {
     "grpo": "grpo",
@@ -97,11 +98,7 @@ class RunTables:
         self.metrics = read_csv(layout.cl_metrics_csv)
         self.scores = read_csv(layout.scores_csv)
         self.last = max(self.plan.stages)
-        self.format_tokens = list(
-            (config.get("training", {}).get("collapse", {}) or {}).get(
-                "format_tokens", {"boxed": "\\boxed"}
-            )
-        )
+        self.format_tokens = list(training_section(config)["collapse"]["format_tokens"])
 
     def metric(self, role: str, seed: int, stage: int, metric: str, benchmark: str) -> float:
         m = self.metrics
@@ -173,8 +170,8 @@ def _movement(run: RunTables, role: str, seed: int) -> float:
         path = run.layout.train_log(run.methods[role], seed, k, domain)
         if not path.is_file():
             return math.nan
-        lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-        values.append(float(lines[-1].get("kl_to_start", math.nan)) if lines else math.nan)
+        records = read_json_lines(path)
+        values.append(float(records[-1].get("kl_to_start", math.nan)) if records else math.nan)
     return clm.nan_mean(values)
 
 
@@ -209,13 +206,12 @@ def _earlier_drops(run: RunTables, role: str, seed: int) -> dict[str, float]:
     return drops
 
 
-def _most_forgotten(run: RunTables, role: str) -> str | None:
-    """The earlier id benchmark with the largest mean drop over seeds."""
-    per_seed = [_earlier_drops(run, role, s) for s in run.seeds()]
-    names = {n for drops in per_seed for n in drops}
+def _most_forgotten(drops: list[dict[str, float]]) -> str | None:
+    """The earlier id benchmark with the largest mean drop over the seeds' `drops`."""
+    names = {n for per_seed in drops for n in per_seed}
     if not names:
         return None
-    return min(sorted(names), key=lambda n: clm.nan_mean(d.get(n, math.nan) for d in per_seed))
+    return min(sorted(names), key=lambda n: clm.nan_mean(d.get(n, math.nan) for d in drops))
 
 
 def _paired(a: str, b: str, quantity) -> Callable[[RunTables, int], float]:
@@ -349,7 +345,7 @@ def _row(part: Part, values: list[float], methods: dict[str, str], note: str = "
     else:
         status = verdict(low, high, n, part.direction, part.null)
     if n == 1:
-        note = "; ".join(filter(None, [note, "one seed: no interval over seeds"]))
+        note = _with_note(note, "one seed: no interval over seeds")
     return {
         "finding": part.finding,
         "part": part.part,
@@ -368,11 +364,17 @@ def _row(part: Part, values: list[float], methods: dict[str, str], note: str = "
     }
 
 
+def _with_note(note: str, more: str) -> str:
+    return "; ".join(filter(None, [note, more]))
+
+
 def _control_row(run: RunTables, methods: dict[str, str], present: set[str]) -> dict:
     """The positive control: the earlier domain SFT forgets most (chosen on the mean over
     seeds), its per-seed drops paired with the same seeds' accuracies at the end of its stage.
     It passes (agrees) when the interval is below 0 and the mean at or below CONTROL_LOSS."""
-    worst = _most_forgotten(run, "sft") if methods["sft"] in present else None
+    ran = methods["sft"] in present
+    drops = {s: _earlier_drops(run, "sft", s) for s in run.seeds()} if ran else {}
+    worst = _most_forgotten(list(drops.values()))
     control = Part(
         "control",
         "",
@@ -381,7 +383,7 @@ def _control_row(run: RunTables, methods: dict[str, str], present: set[str]) -> 
         "SFT: an earlier domain's id accuracy after the last stage minus after its own stage, "
         f"points ({worst or 'the domain that loses most'})",
         ("sft",),
-        lambda run, seed: _earlier_drops(run, "sft", seed).get(worst, math.nan),
+        lambda run, seed: drops[seed].get(worst, math.nan),
         -1,
     )
     if worst is None:
@@ -389,9 +391,7 @@ def _control_row(run: RunTables, methods: dict[str, str], present: set[str]) -> 
     row = _row(control, [control.per_seed(run, s) for s in run.seeds()], methods)
     if row["verdict"] == "agrees" and not row["value"] <= CONTROL_LOSS:
         row["verdict"] = "inconclusive"
-        row["note"] = "; ".join(
-            filter(None, [row["note"], f"a loss under {-CONTROL_LOSS:.0f} points"])
-        )
+        row["note"] = _with_note(row["note"], f"a loss under {-CONTROL_LOSS:.0f} points")
     return row
 
 

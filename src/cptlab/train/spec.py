@@ -252,16 +252,22 @@ def sft_batch_shape(training: dict, world: int, where: str = "training") -> tupl
     return micro, prompts // (micro * world)
 
 
+def step_shape(
+    trainer: str, params: dict, training: dict, world: int, where: str = "training"
+) -> tuple[int, int]:
+    """(micro-batch per process, gradient accumulation steps) of one optimizer update of
+    `trainer`: an SFT step's examples, or a share of an RL rollout batch."""
+    if trainer == "sft":
+        return sft_batch_shape(training, world, where)
+    return batch_shape(training, world, params["updates_per_generation"], where)
+
+
 def check_methods(config: dict, processes: int = 1, source: str = "config") -> None:
     """Check every method entry as its stages will use it, on `processes` training processes
     (what `cptlab train-stage` would find out only when a stage starts)."""
     for method in config.get("methods") or {}:
         trainer, params, training = method_settings(config, method, source)
-        where = f"{source}: methods.{method} (training)"
-        if trainer == "sft":
-            sft_batch_shape(training, processes, where)
-        else:
-            batch_shape(training, processes, params["updates_per_generation"], where)
+        step_shape(trainer, params, training, processes, f"{source}: methods.{method} (training)")
 
 
 def _check_semantics(trainer: str, p: dict, t: dict, where: str) -> None:

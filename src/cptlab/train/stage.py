@@ -43,9 +43,8 @@ from cptlab.train.spec import (
     ANCHOR_STAGE_START,
     METHOD_DEFAULTS,
     StageSettings,
-    batch_shape,
     resolve_stage,
-    sft_batch_shape,
+    step_shape,
 )
 from cptlab.train.state import LOG, checkpoint_step, checkpoints, prepare_state, read_log
 
@@ -94,10 +93,7 @@ def trl_common_args(settings: StageSettings, seed: int, output_dir: Path) -> dic
     t = settings.training
     world = int(os.environ.get("WORLD_SIZE", "1"))
     updates = settings.updates
-    if settings.trainer == "sft":
-        micro, accumulation = sft_batch_shape(t, world)
-    else:
-        micro, accumulation = batch_shape(t, world, updates)
+    micro, accumulation = step_shape(settings.trainer, settings.params, t, world)
     common = {
         "output_dir": str(output_dir),
         "seed": seed,
