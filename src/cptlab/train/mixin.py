@@ -1,5 +1,6 @@
-"""What both cptlab trainers add to TRL's: the per-step log line, step timing, KL to the stage
-start, the collapse monitor's decisions and the non-finite checks."""
+"""What the cptlab trainers add to TRL's: the per-step log line, step timing, KL to the stage
+start, the collapse monitor's decisions, the non-finite checks, and weights saved under the
+same tensor names on every launch path."""
 
 from __future__ import annotations
 
@@ -54,6 +55,18 @@ class StageTrainerMixin:
     """Mixed into TRL trainers (first in the bases). Needs `self.recorder` (a StageRecorder)."""
 
     recorder: StageRecorder
+
+    # ----- saving -----------------------------------------------------------------------------
+
+    def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:
+        # Under DeepSpeed the Trainer saves a state dict gathered from the engine, in which a
+        # tied weight (Qwen's embedding and output layer) is two tensors: the checkpoint would
+        # gain an `lm_head.weight` that the base lacks, and the drift analyses, which read the
+        # tensors by name, would compare a different set. Saved as the model saves itself.
+        if state_dict is not None:
+            copies = tied_copies(self.accelerator.unwrap_model(self.model))
+            state_dict = {k: v for k, v in state_dict.items() if k not in copies}
+        super()._save(output_dir, state_dict=state_dict)
 
     # ----- timing and non-finite checks -------------------------------------------------------
 
@@ -141,6 +154,18 @@ class StageTrainerMixin:
                 "last_ok_step": rec.monitor.last_ok_step,
             }
             self.control.should_training_stop = True
+
+
+def tied_copies(model: torch.nn.Module) -> set[str]:
+    """The names under which a parameter appears a second time (tied weights): a model's own
+    `save_pretrained` writes each such parameter once, under its first name."""
+    seen: set[int] = set()
+    copies = set()
+    for name, parameter in model.named_parameters(remove_duplicate=False):
+        if id(parameter) in seen:
+            copies.add(name)
+        seen.add(id(parameter))
+    return copies
 
 
 def _append_line(path: Path, record: dict) -> None:

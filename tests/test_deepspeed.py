@@ -1,0 +1,100 @@
+"""The paper config's DeepSpeed ZeRO-2 launch (its `resources.train.launcher`, with 2 processes
+for 8), run on the CPU through the workflow's train rule: DeepSpeed's CPU accelerator talks over
+gloo where oneCCL is absent, so the ZeRO-2 engine, its partitioned optimizer and its checkpoints
+run here as on a GPU node. A supervised stage (its loss is never zero, unlike RL's on the smoke
+base) must end where the same stage under plain data parallelism ends, and resume from a
+ZeRO-2 checkpoint to the same weights."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from safetensors.torch import load_file
+
+from cptlab.artifacts import MANIFEST
+from cptlab.config import load_config
+from tests.test_multiprocess import LAUNCHER as DDP
+from tests.workflow_helpers import ROOT, copy_workflow, edited_config, snakemake
+
+pytest.importorskip("deepspeed")
+pytestmark = pytest.mark.integration
+
+PAPER_LAUNCHER = load_config(ROOT / "config" / "paper.yaml")["resources"]["train"]["launcher"]
+ZERO2 = PAPER_LAUNCHER.replace("--num_processes 8", "--num_processes 2")
+STAGE = "runs/sft/seed0/stage1_math"
+# float32 on both paths; ZeRO-2 reduces gradients in buckets, in another order than DDP's.
+TOLERANCE = 1e-5
+
+
+def sft_stage(experiment: str, launcher: str):
+    def edit(config: dict) -> None:
+        config["experiment"] = experiment
+        config["run"].update(sequence=["math"], methods=["sft"], seeds=[0])
+        config["resources"]["train"]["launcher"] = launcher
+        config["methods"] = {"sft": {"trainer": "sft", "training": {"learning_rate": 1e-3}}}
+        config["training"].update(prompts_per_step=4, steps=3, save_total_limit=2)
+
+    return edit
+
+
+def train(workdir: Path, experiment: str) -> dict:
+    target = f"results/{experiment}/{STAGE}/{MANIFEST}"
+    done = snakemake(
+        workdir, target, "--cores", "2", "--configfile", f"config/{experiment}.yaml",
+        env={"OMP_NUM_THREADS": "1", "DS_ACCELERATOR": "cpu"},
+    )  # fmt: skip
+    log = workdir / f"results/{experiment}/logs/train/sft/seed0/stage1_math.log"
+    text = log.read_text() if log.exists() else ""
+    assert done.returncode == 0, done.stderr[-3000:] + text[-3000:]
+    return json.loads((workdir / target).read_text())
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict:
+    workdir = copy_workflow(tmp_path_factory.mktemp("deepspeed"))
+    for experiment, launcher in (("zero2", ZERO2), ("ddp", DDP)):
+        smoke = workdir / "config" / "smoke.yaml"
+        edited_config(
+            smoke, workdir / "config" / f"{experiment}.yaml", sft_stage(experiment, launcher)
+        )
+    return {"workdir": workdir, "zero2": train(workdir, "zero2"), "ddp": train(workdir, "ddp")}
+
+
+def weights(workdir: Path, experiment: str) -> dict:
+    return load_file(workdir / f"results/{experiment}/{STAGE}/model.safetensors")
+
+
+def test_the_stage_ran_under_zero2_on_two_processes(runs: dict) -> None:
+    assert "deepspeed_zero2.yaml" in ZERO2 and ZERO2 != PAPER_LAUNCHER
+    manifest = runs["zero2"]
+    assert manifest["status"] == "complete" and manifest["world_size"] == 2
+    assert manifest["distributed"] == {"type": "DEEPSPEED", "zero_stage": 2}
+    assert runs["ddp"]["distributed"] == {"type": "MULTI_CPU", "zero_stage": None}
+    assert len(set(manifest["ranks"]["student_sha256"])) == 1
+    assert manifest["final"]["loss"] > 0
+
+
+def test_zero2_ends_where_data_parallel_training_ends(runs: dict) -> None:
+    workdir = runs["workdir"]
+    zero2, ddp = weights(workdir, "zero2"), weights(workdir, "ddp")
+    start = load_file(workdir / "results/zero2/base/model.safetensors")
+    assert zero2.keys() == ddp.keys()
+    moved = max((ddp[k] - start[k]).abs().max().item() for k in ddp)
+    apart = max((zero2[k] - ddp[k]).abs().max().item() for k in ddp)
+    assert moved > 100 * TOLERANCE and apart < TOLERANCE, (moved, apart)
+
+
+def test_a_killed_zero2_stage_resumes_to_the_same_weights(runs: dict) -> None:
+    """The state a kill during step 3 leaves (ZeRO-2 checkpoint 2, no output): the rerun resumes
+    from it, the partitioned optimizer state included, and ends bit-identical."""
+    workdir = Path(runs["workdir"])
+    state = next(workdir.glob("results/zero2/**/checkpoint-3")).parent
+    assert any((state / "checkpoint-2").glob("global_step*"))  # DeepSpeed's own checkpoint
+    shutil.rmtree(state / "checkpoint-3")
+    shutil.rmtree(workdir / "results/zero2" / STAGE)
+    resumed = train(workdir, "zero2")
+    assert resumed["resumed_from"] == "checkpoint-2"
+    assert resumed["weights_sha256"] == runs["zero2"]["weights_sha256"]
