@@ -19,7 +19,6 @@ from cptlab.config import load_config
 from tests.test_multiprocess import LAUNCHER as DDP
 from tests.workflow_helpers import ROOT, copy_workflow, edited_config, snakemake
 
-pytest.importorskip("deepspeed")
 pytestmark = pytest.mark.integration
 
 PAPER_LAUNCHER = load_config(ROOT / "config" / "paper.yaml")["resources"]["train"]["launcher"]
@@ -54,6 +53,7 @@ def train(workdir: Path, experiment: str) -> dict:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict:
+    pytest.importorskip("deepspeed")  # make setup installs it; the vLLM environment does not
     workdir = copy_workflow(tmp_path_factory.mktemp("deepspeed"))
     for experiment, launcher in (("zero2", ZERO2), ("ddp", DDP)):
         smoke = workdir / "config" / "smoke.yaml"
