@@ -88,6 +88,20 @@ def test_max_digits_per_token_spells_a_number_the_same_in_any_context(max_digits
     )
 
 
+def test_isolated_patterns_are_tokens_of_their_own():
+    """Without `isolate`, BPE glues an MCQ letter into its option (`"gas (A), "`); with it the
+    letter is one token in the options and in the answer alike."""
+    texts = ["Options: gas (A), oxide (B), salt (C). <answer>A</answer> A sample."] * 50
+    pieces = lambda t, text: [t.decode([i]) for i in t(text)["input_ids"]]  # noqa: E731
+    glued = train_tokenizer(texts, 400, split_words=False)
+    assert "A" not in pieces(glued, "Options: gas (A), oxide (B), salt (C).")
+    isolated = train_tokenizer(texts, 400, split_words=False, isolate=[r"\b[A-D]\b"])
+    options = pieces(isolated, "Options: gas (A), oxide (B), salt (C).")
+    assert [p for p in options if p in "ABCD"] == ["A", "B", "C"]
+    assert pieces(isolated, "<answer>A</answer>").count("A") == 1
+    assert isolated.decode(isolated(texts[0])["input_ids"]) == texts[0]
+
+
 def test_domain_reprompt_share_overrides_the_share_per_domain():
     tokenizer = train_tokenizer(["hello world"] * 10, vocab_size=300)
     rows = [

@@ -200,6 +200,7 @@ def build_base(
         spec.tokenizer.vocab_size,
         spec.tokenizer.split_words,
         spec.tokenizer.max_digits_per_token,
+        spec.tokenizer.isolate,
     )
     sft = spec.sft
     examples = warmup_examples(

@@ -19,11 +19,15 @@ class TokenizerSettings:
     max_digits_per_token: cut runs of digits into pieces of at most this many digits before BPE
                           (None: merges may glue digits to their neighbours); 1 is Qwen's rule,
                           3 Llama 3's, which keeps every 2-digit number one token.
+    isolate:              regular expressions whose matches are pre-tokens of their own before
+                          BPE, never merged with their neighbours (as digits are with
+                          max_digits_per_token), applied in order.
     """
 
     vocab_size: int
     split_words: bool = True
     max_digits_per_token: int | None = None
+    isolate: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ def train_tokenizer(
     vocab_size: int,
     split_words: bool = True,
     max_digits_per_token: int | None = None,
+    isolate: Iterable[str] = (),
 ) -> PreTrainedTokenizerFast:
     """Train a byte-level BPE on `texts`; deterministic for the same texts and settings.
 
@@ -29,18 +30,20 @@ def train_tokenizer(
     Qwen's tokenizer does), 3 keeps every number below 1000 whole (as Llama 3's does). Without
     it, merges glue operands to their neighbours (`" - 7?"`, `" - 7."`), so the same sum is
     spelled with different tokens in different phrasings and what the model learns of it in one
-    phrasing does not carry to another."""
+    phrasing does not carry to another.
+
+    `isolate` lists regular expressions whose matches become pre-tokens of their own in the
+    same way, applied in order, each to the pieces the previous ones left (`\\b[A-D]\\b`: an
+    MCQ option's letter is one token wherever it stands, rather than glued into `"gas (A), "`).
+    """
     tokenizer = Tokenizer(models.BPE())
+    patterns = list(isolate)
+    if max_digits_per_token:
+        patterns.append(rf"\d{{1,{max_digits_per_token}}}")
+    splits = [pre_tokenizers.Split(Regex(p), "isolated") for p in patterns]
     byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=split_words)
     tokenizer.pre_tokenizer = (
-        pre_tokenizers.Sequence(
-            [
-                pre_tokenizers.Split(Regex(rf"\d{{1,{max_digits_per_token}}}"), "isolated"),
-                byte_level,
-            ]
-        )
-        if max_digits_per_token
-        else byte_level
+        pre_tokenizers.Sequence([*splits, byte_level]) if splits else byte_level
     )
     tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
