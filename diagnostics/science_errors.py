@@ -12,6 +12,9 @@ temperature 1:
   fact was not carried to its letter); no stated option value; no `<answer>` letter.
 RL can sharpen what samples already contain: a base whose right facts are bound to wrong
 letters has reachable errors; one that states wrong facts at chance has none.
+It also scores the warm-up's option-lookup drill (`Options: gas (A), Lima (B), 7 (C), blue (D).
+Which letter is 7?`, cptlab.domains.embedded.copying) on fresh drills, which no build has seen:
+the lookup the science answer needs, without the fact.
 
     .venv/bin/python diagnostics/science_errors.py --data results/embedded/data/science_id.jsonl \
         results/embedded/base
@@ -20,12 +23,14 @@ letters has reachable errors; one that states wrong facts at chance has none.
 from __future__ import annotations
 
 import argparse
+import random
 import re
 from collections import Counter
 
 import torch
 
 from cptlab.checkpoints import load_checkpoint
+from cptlab.domains.embedded.copying import make_item as make_drill
 from cptlab.evaluation.generation import generate
 from cptlab.evaluation.settings import Sampling
 from cptlab.rows import read_jsonl
@@ -85,6 +90,17 @@ def report(name: str, rows: list[dict], greedy: list[list[str]], sampled: list[l
         print(f"    {kind}: {count}")
 
 
+def lookup_drills(n: int, seed: int) -> list[tuple[list[dict], str]]:
+    """n option-lookup drills (prompt, letter) from a seed the data preparation never uses."""
+    rng = random.Random(f"science_errors/{seed}")
+    drills = []
+    while len(drills) < n:
+        item = make_drill(rng, "drill")
+        if item.key.startswith("lookup/"):
+            drills.append(([{"role": "user", "content": item.user}], item.answer))
+    return drills
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("checkpoints", nargs="+")
@@ -101,6 +117,10 @@ def main() -> None:
         greedy = generate(model, tokenizer, prompts, Sampling(1, 0.0, 1.0, 64), seed=0)
         sampled = generate(model, tokenizer, prompts, Sampling(args.k, 1.0, 1.0, 64), seed=0)
         report(checkpoint, rows, greedy, sampled)
+        drills = lookup_drills(args.n, seed=0)
+        answers = generate(model, tokenizer, [p for p, _ in drills], Sampling(1, 0.0, 1.0, 8))
+        right = sum(a[0].strip() == letter for a, (_, letter) in zip(answers, drills, strict=True))
+        print(f"  option-lookup drill, fresh items: {right} of {len(drills)} (chance 1/4)")
 
 
 if __name__ == "__main__":
