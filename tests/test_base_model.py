@@ -88,6 +88,14 @@ def test_max_digits_per_token_spells_a_number_the_same_in_any_context(max_digits
     )
 
 
+def test_a_benchmark_can_have_its_own_size(tmp_path):
+    config = {
+        "data": {"seed": 0, "sizes": {"pretrain": 20, "benchmarks": {"copying_pretrain": 50}}}
+    }
+    assert prepare_benchmark(config, "copying_pretrain", tmp_path / "copying.jsonl") == 50
+    assert prepare_benchmark(config, "math_pretrain", tmp_path / "math.jsonl") == 20
+
+
 def test_isolated_patterns_are_tokens_of_their_own():
     """Without `isolate`, BPE glues an MCQ letter into its option (`"gas (A), "`); with it the
     letter is one token in the options and in the answer alike."""

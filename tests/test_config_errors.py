@@ -35,6 +35,11 @@ CASES = {
         edit(lambda c: c["data"]["domains"]["math"].update(id=["math_idd"])),
         "data.domains.math.id: unknown benchmark 'math_idd' (did you mean 'math_id'",
     ),
+    "unknown benchmark in data.sizes.benchmarks": (
+        edit(lambda c: c["data"]["sizes"].update(benchmarks={"copying_pretrian": 4000})),
+        "data.sizes.benchmarks: unknown benchmark 'copying_pretrian' (did you mean "
+        "'copying_pretrain'",
+    ),
     "unknown method": (
         edit(lambda c: c["run"].update(methods=["grpo", "sdpo_frozn"])),
         "run.methods[1]: unknown method 'sdpo_frozn' (did you mean 'sdpo_frozen'",

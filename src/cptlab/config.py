@@ -146,6 +146,9 @@ def _check_names(config: dict, source: str) -> None:
         if data_set.name not in BENCHMARKS:
             key = f"data.domains.{data_set.domain}.{data_set.split}"
             raise _unknown(source, key, "benchmark", data_set.name, BENCHMARKS)
+    for name in (config["data"].get("sizes") or {}).get("benchmarks") or {}:
+        if name not in BENCHMARKS:
+            raise _unknown(source, "data.sizes.benchmarks", "benchmark", name, BENCHMARKS)
     domains = config["data"]["domains"]
     warmup = (config["base"].get("warmup") or {}) if "path" not in config["base"] else {}
     named = {

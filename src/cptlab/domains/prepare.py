@@ -12,13 +12,15 @@ from cptlab.rows import iter_jsonl_text
 
 def data_settings(config: Mapping, name: str) -> dict:
     """What preparing benchmark `name` reads of the config's `data` section: the data seed,
-    the size of its split (`data.sizes`; None: every row), its loader options
-    (`data.options`; none by default) and the verifier of the reward set (`data.rewards`)."""
+    the size of its split (`data.sizes`, or its own under `data.sizes.benchmarks`; None: every
+    row), its loader options (`data.options`; none by default) and the verifier of the reward set
+    (`data.rewards`)."""
     data = config["data"]
     benchmark = get_benchmark(name)
+    sizes = data.get("sizes") or {}
     return {
         "seed": data["seed"],
-        "size": (data.get("sizes") or {}).get(benchmark.split),
+        "size": (sizes.get("benchmarks") or {}).get(name, sizes.get(benchmark.split)),
         "options": (data.get("options") or {}).get(name, {}),
         "verifier": benchmark.verifier_for(data.get("rewards", "strict")),
     }
