@@ -16,8 +16,7 @@ from safetensors.torch import load_file
 
 from cptlab.artifacts import MANIFEST
 from cptlab.config import load_config
-from tests.test_multiprocess import LAUNCHER as DDP
-from tests.workflow_helpers import ROOT, copy_workflow, edited_config, snakemake
+from tests.workflow_helpers import ROOT, TWO_PROCESSES, copy_workflow, edited_config, snakemake
 
 pytestmark = pytest.mark.integration
 
@@ -55,7 +54,7 @@ def train(workdir: Path, experiment: str) -> dict:
 def runs(tmp_path_factory) -> dict:
     pytest.importorskip("deepspeed")  # make setup installs it; the vLLM environment does not
     workdir = copy_workflow(tmp_path_factory.mktemp("deepspeed"))
-    for experiment, launcher in (("zero2", ZERO2), ("ddp", DDP)):
+    for experiment, launcher in (("zero2", ZERO2), ("ddp", TWO_PROCESSES)):
         smoke = workdir / "config" / "smoke.yaml"
         edited_config(
             smoke, workdir / "config" / f"{experiment}.yaml", sft_stage(experiment, launcher)

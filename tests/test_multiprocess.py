@@ -13,20 +13,15 @@ from pathlib import Path
 import pytest
 
 from cptlab.artifacts import MANIFEST
-from tests.workflow_helpers import copy_workflow, edited_config, snakemake
+from tests.workflow_helpers import TWO_PROCESSES, copy_workflow, edited_config, snakemake
 
 pytestmark = pytest.mark.integration
-
-LAUNCHER = (
-    "accelerate launch --multi_gpu --num_processes 2 --num_machines 1 --mixed_precision no "
-    "--dynamo_backend no"
-)
 
 
 def two_processes(config: dict) -> None:
     config["experiment"] = "mp"
     config["run"].update(sequence=["math"], methods=["sdpo_ema"], seeds=[0])
-    config["resources"]["train"]["launcher"] = LAUNCHER
+    config["resources"]["train"]["launcher"] = TWO_PROCESSES
     # An EMA teacher moves every step: equal digests on both ranks mean it moved identically.
     config["methods"]["sdpo_ema"] = {
         "trainer": "sdpo",

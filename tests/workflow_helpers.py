@@ -14,6 +14,12 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
+# Two processes of plain data parallelism on CPU: accelerate's own `--cpu` path is one process
+# (or mpirun); `--multi_gpu` runs torch.distributed's launcher, which works without GPUs (gloo).
+TWO_PROCESSES = (
+    "accelerate launch --multi_gpu --num_processes 2 --num_machines 1 --mixed_precision no "
+    "--dynamo_backend no"
+)
 
 
 def copy_workflow(dest: Path) -> Path:
