@@ -27,7 +27,7 @@ class TokenizerSettings:
     vocab_size: int
     split_words: bool = True
     max_digits_per_token: int | None = None
-    isolate: tuple[str, ...] = ()
+    isolate: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
