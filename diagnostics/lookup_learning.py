@@ -24,16 +24,12 @@ from cptlab.base_model.settings import BaseSettings
 from cptlab.base_model.warmup import _collate, completion_loss, encode_example
 from cptlab.checkpoints import load_tokenizer
 from cptlab.config import load_config
-from cptlab.domains.embedded.copying import make_item
+from cptlab.domains.embedded.copying import lookup_drills
 
 
-def lookup_drills(rng: random.Random, n: int) -> list[tuple[list[dict], str]]:
-    drills = []
-    while len(drills) < n:
-        item = make_item(rng, "drill")
-        if item.key.startswith("lookup/"):
-            drills.append(([{"role": "user", "content": item.user}], item.answer))
-    return drills
+def drills(rng: random.Random, n: int) -> list[tuple[list[dict], str]]:
+    """n fresh option-lookup drills as (prompt, letter)."""
+    return [([{"role": "user", "content": d.user}], d.answer) for d in lookup_drills(rng, n)]
 
 
 @torch.no_grad()
@@ -64,15 +60,13 @@ def main() -> None:
     tokenizer = load_tokenizer(args.tokenizer)
     model = build_model(BaseSettings.from_config(load_config(args.config)).model, tokenizer, 0)
     # Two streams that never meet; seed 0 gives the run in docs/embedded-testbed.md.
-    held_out = lookup_drills(random.Random(999 + args.seed), 200)
+    held_out = drills(random.Random(999 + args.seed), 200)
     stream = random.Random(1 + args.seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
     started = time.perf_counter()
     model.train()
     for step in range(1, args.steps + 1):
-        examples = [
-            encode_example(tokenizer, p, a) for p, a in lookup_drills(stream, args.batch_size)
-        ]
+        examples = [encode_example(tokenizer, p, a) for p, a in drills(stream, args.batch_size)]
         loss = completion_loss(model, _collate(examples, tokenizer.pad_token_id))
         optimizer.zero_grad(set_to_none=True)
         loss.backward()

@@ -30,7 +30,7 @@ from collections import Counter
 import torch
 
 from cptlab.checkpoints import load_checkpoint
-from cptlab.domains.embedded.copying import make_item as make_drill
+from cptlab.domains.embedded.copying import lookup_drills
 from cptlab.evaluation.generation import generate
 from cptlab.evaluation.settings import Sampling
 from cptlab.rows import read_jsonl
@@ -90,15 +90,10 @@ def report(name: str, rows: list[dict], greedy: list[list[str]], sampled: list[l
         print(f"    {kind}: {count}")
 
 
-def lookup_drills(n: int, seed: int) -> list[tuple[list[dict], str]]:
+def fresh_lookup_drills(n: int, seed: int) -> list[tuple[list[dict], str]]:
     """n option-lookup drills (prompt, letter) from a seed the data preparation never uses."""
-    rng = random.Random(f"science_errors/{seed}")
-    drills = []
-    while len(drills) < n:
-        item = make_drill(rng, "drill")
-        if item.key.startswith("lookup/"):
-            drills.append(([{"role": "user", "content": item.user}], item.answer))
-    return drills
+    drills = lookup_drills(random.Random(f"science_errors/{seed}"), n)
+    return [([{"role": "user", "content": d.user}], d.answer) for d in drills]
 
 
 def main() -> None:
@@ -117,7 +112,7 @@ def main() -> None:
         greedy = generate(model, tokenizer, prompts, Sampling(1, 0.0, 1.0, 64), seed=0)
         sampled = generate(model, tokenizer, prompts, Sampling(args.k, 1.0, 1.0, 64), seed=0)
         report(checkpoint, rows, greedy, sampled)
-        drills = lookup_drills(args.n, seed=0)
+        drills = fresh_lookup_drills(args.n, seed=0)
         answers = generate(model, tokenizer, [p for p, _ in drills], Sampling(1, 0.0, 1.0, 8))
         right = sum(a[0].strip() == letter for a, (_, letter) in zip(answers, drills, strict=True))
         print(f"  option-lookup drill, fresh items: {right} of {len(drills)} (chance 1/4)")

@@ -39,10 +39,10 @@ def test_answer_categories(completion, kind, fact):
 
 
 def test_lookup_drills_are_fresh_and_answered_by_their_letter():
-    drills = science_errors.lookup_drills(50, seed=0)
+    drills = science_errors.fresh_lookup_drills(50, seed=0)
     assert len(drills) == 50 and len({d[0][0]["content"] for d in drills}) == 50
     for prompt, letter in drills:
         options = prompt[0]["content"].split("Options: ")[1].split(". Which letter is ")
         asked = options[1].rstrip("?")
         assert f"{asked} ({letter})" in options[0]
-    assert science_errors.lookup_drills(5, seed=0) == drills[:5]
+    assert science_errors.fresh_lookup_drills(5, seed=0) == drills[:5]

@@ -71,6 +71,17 @@ def make_item(rng: random.Random, form: str) -> Item:
     )
 
 
+def lookup_drills(rng: random.Random, n: int) -> list[Item]:
+    """The first n option-lookup drills `make_item` draws from `rng` (diagnostics score the
+    lookup on drills no build has seen)."""
+    drills = []
+    while len(drills) < n:
+        item = make_item(rng, "drill")
+        if item.key.startswith("lookup/"):
+            drills.append(item)
+    return drills
+
+
 register_domain(
     "copying",
     make_item,
