@@ -1,9 +1,15 @@
 """`cptlab build-base`: determinism on a micro build, and the foundation bounds on the full
 build of the embedded default (opt-in, `make test-slow`)."""
 
+import os
+import platform
+import subprocess
+import sys
+
 import pytest
 import yaml
 
+from cptlab import CPU_KERNEL_PINS
 from cptlab.artifacts import read_manifest
 from cptlab.base_model.build import check_bounds, warmup_examples, weighted
 from cptlab.base_model.tokenizer import train_tokenizer
@@ -196,3 +202,23 @@ def test_embedded_build_bounds(tmp_path):
     assert len(manifest["bounds"]) == 14
     failed = sorted(name for name, b in manifest["bounds"].items() if not b["ok"])
     assert not failed, f"unmet foundation bounds: {failed}"
+
+
+def _kernel_pins(environment: dict) -> list[str]:
+    """(ATEN_CPU_CAPABILITY as cptlab leaves it, the capability torch then dispatches to), in a
+    fresh interpreter whose environment has none of the pins but `environment`."""
+    env = {k: v for k, v in os.environ.items() if k not in CPU_KERNEL_PINS} | environment
+    code = (
+        "import os, cptlab, torch; "
+        "print(os.environ['ATEN_CPU_CAPABILITY'], torch.backends.cpu.get_cpu_capability())"
+    )
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    return run.stdout.split()
+
+
+@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"), reason="x86 only")
+def test_cptlab_pins_the_cpu_kernels_to_avx2_unless_the_environment_says_otherwise():
+    # An AVX-512 machine would otherwise dispatch to AVX512 kernels and build another base.
+    assert _kernel_pins({}) == ["avx2", "AVX2"]
+    assert _kernel_pins({"ATEN_CPU_CAPABILITY": "default"}) == ["default", "DEFAULT"]
