@@ -3,6 +3,9 @@
     .venv/bin/python bench/bench_step_profile.py --results results/embedded \
         --methods grpo sdpo_frozen --domains math tool code --steps 6
 
+With `--toggle KEY` (a boolean `training` key, e.g. shared_prompt_forward), every run is made
+with KEY off and then on, and the on/off ratio of the step time is printed per run.
+
 Each (method, domain) trains `--steps` steps of its stage from the embedded base with the
 config's settings (the config in the results folder, as the workflow ran it); the first
 `--skip` steps are not counted. The trainer's own methods are wrapped with timers, counted
@@ -148,6 +151,7 @@ def main() -> int:
     parser.add_argument("--skip", type=int, default=1, help="first steps not counted")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--json", type=Path, default=None, help="also write the numbers here")
+    parser.add_argument("--toggle", default=None, help="a boolean training key: run off, then on")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     transformers.logging.set_verbosity_error()
@@ -156,20 +160,41 @@ def main() -> int:
     config["training"] = {**config.get("training", {}), "steps": args.steps, "save_steps": 10**6}
     config["training"]["domain_steps"] = {}
     work = Path(tempfile.mkdtemp(prefix="bench_step_profile_"))
+    settings = [("", config)]
+    if args.toggle:
+        settings = [
+            (
+                f" {args.toggle}={value}",
+                {**config, "training": {**config["training"], args.toggle: value}},
+            )
+            for value in (False, True)
+        ]
     results = {}
     try:
         for domain in args.domains:
             for method in args.methods:
-                results[f"{method}/{domain}"] = profile(config, layout, method, domain, args, work)
-                print(f"done {method} {domain}", file=sys.stderr)
+                for label, run_config in settings:
+                    run = f"{method}/{domain}{label}"
+                    results[run] = profile(run_config, layout, method, domain, args, work)
+                    print(f"done {run}", file=sys.stderr)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     counted = args.steps - args.skip
     print(f"{counted} steps counted per run, {args.threads} thread(s); shares of a step")
-    print(f"{'run':20s} {'s/step':>7s} {'len':>5s} " + " ".join(f"{p[:10]:>10s}" for p in PHASES))
+    width = max(20, *(len(run) for run in results))
+    print(
+        f"{'run':{width}s} {'s/step':>7s} {'len':>5s} " + " ".join(f"{p[:10]:>10s}" for p in PHASES)
+    )
     for run, r in results.items():
         shares = " ".join(f"{r['phases'][p] / r['step_seconds']:10.1%}" for p in PHASES)
-        print(f"{run:20s} {r['step_seconds']:7.2f} {r['mean_length']:5.1f} {shares}")
+        print(f"{run:{width}s} {r['step_seconds']:7.2f} {r['mean_length']:5.1f} {shares}")
+    if args.toggle:
+        print(f"step time with {args.toggle} on / off, measured side by side:")
+        for domain in args.domains:
+            for method in args.methods:
+                off = results[f"{method}/{domain} {args.toggle}=False"]["step_seconds"]
+                on = results[f"{method}/{domain} {args.toggle}=True"]["step_seconds"]
+                print(f"  {method}/{domain}: {on / off:.2f}")
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
     return 0

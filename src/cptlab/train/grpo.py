@@ -3,9 +3,12 @@ non-finite checks). The objective is TRL's, configured with the study's defaults
 
 from __future__ import annotations
 
+import torch
 from trl import GRPOConfig, GRPOTrainer
+from trl.trainer.utils import entropy_from_logits, selective_log_softmax
 
 from cptlab.train.mixin import StageRecorder, StageTrainerMixin
+from cptlab.train.shared_prompt import completion_logits, shareable
 from cptlab.train.vllm_sync import adapt_weight_sync
 
 
@@ -17,12 +20,62 @@ class CptGRPOTrainer(StageTrainerMixin, GRPOTrainer):
             processing_class, callbacks, ...).
         recorder (`StageRecorder`): where the per-step log line goes and what it measures
             (reward/reason statistics, collapse monitor, KL probe); see `cptlab.train.mixin`.
+        shared_prompt_forward (`bool`, *optional*, defaults to `False`): compute the policy's
+            log-probabilities with each distinct prompt forwarded once
+            (`cptlab.train.shared_prompt`); equal to TRL's up to float rounding.
     """
 
-    def __init__(self, *args, recorder: StageRecorder, **kwargs) -> None:
+    def __init__(
+        self, *args, recorder: StageRecorder, shared_prompt_forward: bool = False, **kwargs
+    ) -> None:
         self.recorder = recorder
+        self.shared_prompt_forward = shared_prompt_forward
         super().__init__(*args, **kwargs)
         adapt_weight_sync(self)
+
+    def _get_per_token_logps_and_entropies(
+        self,
+        model,
+        input_ids,
+        attention_mask,
+        logits_to_keep,
+        batch_size=None,
+        compute_entropy=False,
+        compute_aux_loss=False,
+        **media,
+    ):
+        if (
+            not self.shared_prompt_forward
+            or compute_aux_loss
+            or any(value is not None for value in media.values())
+            or not shareable(model, self.accelerator.unwrap_model(model))
+        ):
+            return super()._get_per_token_logps_and_entropies(
+                model,
+                input_ids,
+                attention_mask,
+                logits_to_keep,
+                batch_size=batch_size,
+                compute_entropy=compute_entropy,
+                compute_aux_loss=compute_aux_loss,
+                **media,
+            )
+        batch_size = batch_size or input_ids.size(0)
+        logps, entropies = [], []
+        for start in range(0, input_ids.size(0), batch_size):
+            rows = slice(start, start + batch_size)
+            with self.accelerator.autocast():
+                logits = completion_logits(
+                    model, input_ids[rows], attention_mask[rows], logits_to_keep, self.temperature
+                )
+            logps.append(selective_log_softmax(logits, input_ids[rows, -logits_to_keep:]))
+            if compute_entropy:
+                # Only the entropy bonus differentiates the entropy; the masks and logs do not.
+                with torch.set_grad_enabled(
+                    self._entropy_bonus_enabled and torch.is_grad_enabled()
+                ):
+                    entropies.append(entropy_from_logits(logits))
+        return torch.cat(logps), torch.cat(entropies) if compute_entropy else None, None
 
 
 def grpo_args(params: dict, common: dict) -> GRPOConfig:

@@ -51,6 +51,7 @@ from trl.trainer.utils import (
 from cptlab.teacher_prompt import TEACHER_TEMPLATES, strip_unopened_thinking
 from cptlab.train.mixin import StageRecorder, StageTrainerMixin
 from cptlab.train.rollout_is import MODES, rollout_is_weights, sampling_logps
+from cptlab.train.shared_prompt import completion_logits, shareable
 from cptlab.train.vllm_sync import adapt_weight_sync
 
 # teacher_model_kind -> TRL's: trust_region is TRL's frozen teacher, mixed with the student
@@ -282,10 +283,16 @@ class CptSDPOTrainer(StageTrainerMixin, SDPOTrainer):
             args (a `CptSDPOConfig`), train_dataset, processing_class, callbacks, ...).
         recorder (`StageRecorder`): where the per-step log line goes and what it measures
             (reward/reason statistics, collapse monitor, KL probe); see `cptlab.train.mixin`.
+        shared_prompt_forward (`bool`, *optional*, defaults to `False`): compute the student's
+            and the teacher's logits with each distinct prompt forwarded once
+            (`cptlab.train.shared_prompt`); equal to TRL's up to float rounding.
     """
 
-    def __init__(self, *args, recorder: StageRecorder, **kwargs) -> None:
+    def __init__(
+        self, *args, recorder: StageRecorder, shared_prompt_forward: bool = False, **kwargs
+    ) -> None:
         self.recorder = recorder
+        self.shared_prompt_forward = shared_prompt_forward
         super().__init__(*args, **kwargs)
         if not isinstance(self.args, CptSDPOConfig):
             raise TypeError(f"CptSDPOTrainer needs a CptSDPOConfig, got {type(self.args).__name__}")
@@ -384,6 +391,13 @@ class CptSDPOTrainer(StageTrainerMixin, SDPOTrainer):
         return None
 
     # ----- loss -------------------------------------------------------------------------------
+
+    def _forward_logits(self, model, input_ids, attention_mask, logits_to_keep):
+        if self.shared_prompt_forward and shareable(model, self.accelerator.unwrap_model(model)):
+            return completion_logits(
+                model, input_ids, attention_mask, logits_to_keep, self.temperature
+            )
+        return super()._forward_logits(model, input_ids, attention_mask, logits_to_keep)
 
     def _compute_teacher_student_logits(self, model, teacher_model, inputs):
         out = super()._compute_teacher_student_logits(model, teacher_model, inputs)

@@ -260,6 +260,7 @@ def build_trainer(
         processing_class=tokenizer,
         callbacks=callbacks,
         recorder=recorder,
+        shared_prompt_forward=t["shared_prompt_forward"],
     )
 
 
