@@ -473,7 +473,9 @@ def test_json_dict_argument_with_a_name_key_is_not_a_call() -> None:
 def test_function_call_huge_inputs_finish_fast(completion: str) -> None:
     start = time.perf_counter()
     verdict = score("function_call_ast", completion, AREA)
-    assert time.perf_counter() - start < 2.0
+    # A guard against quadratic parsing, not a speed target: a quadratic pass over these
+    # 200,000 characters takes minutes. Scoring one took 2.05 s on a slow shared machine.
+    assert time.perf_counter() - start < 10.0
     assert 0.0 <= verdict.reward <= 1.0
     assert "raised" not in (verdict.reason or "")
 
