@@ -8,7 +8,7 @@ from trl import GRPOConfig, GRPOTrainer
 from trl.trainer.utils import entropy_from_logits, selective_log_softmax
 
 from cptlab.train.mixin import StageRecorder, StageTrainerMixin
-from cptlab.train.shared_prompt import completion_logits, shareable
+from cptlab.train.shared_prompt import completion_logits
 from cptlab.train.vllm_sync import adapt_weight_sync
 
 
@@ -45,10 +45,9 @@ class CptGRPOTrainer(StageTrainerMixin, GRPOTrainer):
         **media,
     ):
         if (
-            not self.shared_prompt_forward
-            or compute_aux_loss
+            compute_aux_loss
             or any(value is not None for value in media.values())
-            or not shareable(model, self.accelerator.unwrap_model(model))
+            or not self.shares_prompts(model)
         ):
             return super()._get_per_token_logps_and_entropies(
                 model,

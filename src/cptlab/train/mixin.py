@@ -17,6 +17,7 @@ from accelerate.utils import gather_object
 from cptlab.train.monitor import CollapseError, CollapseMonitor, NonFiniteError
 from cptlab.train.probe import KLProbe
 from cptlab.train.rewards import VerifierReward, merge_step_stats
+from cptlab.train.shared_prompt import shareable
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +68,15 @@ class StageTrainerMixin:
             copies = tied_copies(self.accelerator.unwrap_model(self.model))
             state_dict = {k: v for k, v in state_dict.items() if k not in copies}
         super()._save(output_dir, state_dict=state_dict)
+
+    # ----- the shared-prompt forward -----------------------------------------------------------
+
+    def shares_prompts(self, model) -> bool:
+        """Whether this forward of `model` takes cptlab.train.shared_prompt: the option is on
+        (`shared_prompt_forward`, set by the RL trainers) and the model allows it."""
+        return getattr(self, "shared_prompt_forward", False) and shareable(
+            model, self.accelerator.unwrap_model(model)
+        )
 
     # ----- timing and non-finite checks -------------------------------------------------------
 

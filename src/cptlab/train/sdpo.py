@@ -51,7 +51,7 @@ from trl.trainer.utils import (
 from cptlab.teacher_prompt import TEACHER_TEMPLATES, strip_unopened_thinking
 from cptlab.train.mixin import StageRecorder, StageTrainerMixin
 from cptlab.train.rollout_is import MODES, rollout_is_weights, sampling_logps
-from cptlab.train.shared_prompt import completion_logits, shareable
+from cptlab.train.shared_prompt import completion_logits
 from cptlab.train.vllm_sync import adapt_weight_sync
 
 # teacher_model_kind -> TRL's: trust_region is TRL's frozen teacher, mixed with the student
@@ -393,7 +393,7 @@ class CptSDPOTrainer(StageTrainerMixin, SDPOTrainer):
     # ----- loss -------------------------------------------------------------------------------
 
     def _forward_logits(self, model, input_ids, attention_mask, logits_to_keep):
-        if self.shared_prompt_forward and shareable(model, self.accelerator.unwrap_model(model)):
+        if self.shares_prompts(model):
             return completion_logits(
                 model, input_ids, attention_mask, logits_to_keep, self.temperature
             )

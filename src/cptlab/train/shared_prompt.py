@@ -16,6 +16,7 @@ with 8k-token completions (config/paper.yaml leaves it off).
 
 from __future__ import annotations
 
+import functools
 import inspect
 
 import torch
@@ -47,7 +48,7 @@ def completion_hidden_states(
         input_ids=input_ids[:, prompt_width:],
         attention_mask=attention_mask,
         use_cache=True,
-        **{_cache_keyword(backbone): cache},
+        **{_cache_keyword(type(backbone)): cache},
     )
     last_prompt = prompt.last_hidden_state[:, -1:].index_select(0, row_prompt)
     return torch.cat([last_prompt, completion.last_hidden_state[:, :-1]], dim=1)
@@ -86,8 +87,9 @@ def _checkpointing(model: nn.Module) -> bool:
     return bool(getattr(model, "is_gradient_checkpointing", False))
 
 
-def _cache_keyword(backbone: nn.Module) -> str:
+@functools.cache
+def _cache_keyword(backbone: type[nn.Module]) -> str:
     # transformers 5.24 renamed `past_key_values` to `cache` (the old name warns until 5.40); the
-    # vLLM environment's 5.19 has only the old one.
+    # vLLM environment's 5.19 has only the old one. Read once per class, not per forward.
     parameters = inspect.signature(backbone.forward).parameters
     return "cache" if "cache" in parameters else "past_key_values"
