@@ -14,6 +14,7 @@ import secrets
 import socket
 import stat
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -570,3 +571,91 @@ def test_cannot_tamper_with_the_supervisor(token: str) -> None:
     )
     result = hostile(src, token)
     assert (result.status, result.returncode, result.stdout) == ("error", 7, "")
+
+
+# --- the launcher server ------------------------------------------------------------------------
+
+
+def test_without_the_launcher_server_runs_are_the_same(
+    token: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the server cannot run (no pidfd), each launcher is started on its own."""
+    served = active_protections()
+    monkeypatch.setattr(sandbox, "_disabled", frozenset({"launcher_server"}))
+    assert run_python("print(6 * 7)").stdout == "42\n"
+    assert active_protections() == served
+    result = hostile(DAEMON.format(tail="time.sleep(60)"), token, wall_seconds=1.0)
+    assert result.status == "timeout"
+
+
+def test_the_launcher_server_is_restarted_when_it_died() -> None:
+    assert run_python("pass").status == "ok"
+    first = sandbox._server
+    assert first is not None
+    first.proc.kill()
+    first.proc.wait()
+    assert run_python("print(1)").stdout == "1\n"
+    assert sandbox._server is not first and sandbox._server.alive()
+
+
+def test_a_run_ends_and_leaves_nothing_when_its_server_dies(token: str) -> None:
+    """The launcher dies with the server (PDEATHSIG), and the namespace with the launcher."""
+    assert run_python("pass").status == "ok"
+    server = sandbox._server
+    assert server is not None
+    results: list[RunResult] = []
+    source = DAEMON.format(tail="time.sleep(60)")
+    run = threading.Thread(
+        target=lambda: results.append(run_python(source, env={"CPTLAB_TOKEN": token}))
+    )
+    run.start()
+    time.sleep(1.0)
+    server.proc.kill()
+    run.join(timeout=10)
+    assert not run.is_alive(), "the run outlived its server"
+    # the sandbox failed, not the program: a sandbox error, with the launcher's death in it
+    assert results[0].status == "sandbox_error", results[0]
+    assert "without a verdict" in results[0].stderr
+
+
+def test_the_launcher_server_dies_with_its_parent() -> None:
+    code = (
+        "import os\nfrom cptlab import sandbox\nsandbox.run_python('pass')\n"
+        "print(sandbox._server.proc.pid, flush=True)\nos._exit(0)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    pid = int(out.stdout.split()[-1])
+    end = time.monotonic() + 5
+    while time.monotonic() < end and _running(pid):
+        time.sleep(0.05)
+    assert not _running(pid), f"the launcher server {pid} outlived its parent"
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_a_forked_child_starts_a_launcher_server_of_its_own() -> None:
+    assert run_python("pass").status == "ok"
+    parent_server = sandbox._server
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports through the pipe
+        try:
+            ok = run_python("print(5)").stdout == "5\n" and sandbox._server is not parent_server
+            os.write(write, b"1" if ok else b"0")
+        finally:
+            os._exit(0)
+    os.close(write)
+    answer = os.read(read, 1)
+    os.close(read)
+    os.waitpid(pid, 0)
+    assert answer == b"1"
+    assert sandbox._server is parent_server and parent_server.alive()
+    assert run_python("print(6)").stdout == "6\n"

@@ -2,11 +2,14 @@
 
 Every call of :func:`run_python` runs one program in a fresh, throw-away process tree:
 
-    trainer --(vfork+exec)--> launcher A --fork--> init B (PID 1 of new namespaces)
+    trainer --(request)--> server Z --fork--> launcher A --fork--> init B (PID 1 of new namespaces)
                                                      --fork--> C: limits, drop uid, exec python
 
-* A is a tiny ``python -I -S`` process (root, or the caller's uid). It unshares new mount, PID,
-  network and IPC namespaces (as root directly; otherwise inside a new user namespace).
+* Z is a tiny ``python -I -S`` process (root, or the caller's uid), started once per trainer
+  process, that forks a launcher per request (:func:`_launcher_server`); it dies with the
+  trainer. Where it cannot run (no pidfd) the trainer starts each launcher itself (vfork+exec).
+* A (root, or the caller's uid) unshares new mount, PID, network and IPC namespaces (as root
+  directly; otherwise inside a new user namespace).
 * B is PID 1 of the new PID namespace. It makes every mount read-only, mounts a size-capped tmpfs
   on the per-run work folder, a fresh ``/proc`` and a private ``/dev/shm``, then forks C and
   reaps. When C exits B SIGKILLs everything left in the namespace, so daemonised grandchildren
@@ -22,9 +25,10 @@ left-over processes by uid (root) or by walking its descendants (non-root); see
 :func:`active_protections` for what a given machine actually gets, and docs/sandbox.md for the
 threat model.
 
-The trainer calls this thousands of times per RL step, so the launcher avoids every import it can
-(its code is shipped pre-compiled through marshal; it imports only ctypes, resource, struct) and
-the parent uses vfork (no ``preexec_fn``).
+The trainer calls this hundreds of times per RL step, so the launcher avoids every import it can
+(its code is shipped pre-compiled through marshal; it imports only ctypes, resource, struct),
+the server pays its interpreter start and imports once for every launcher, and the parent uses
+vfork (no ``preexec_fn``).
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ import random
 import select
 import shutil
 import signal
+import socket
 import stat
 import subprocess
 import sys
@@ -123,8 +128,9 @@ exec(globals().pop("_code"))
 _LAUNCHER_STUB = "import marshal,sys;exec(marshal.loads(bytes.fromhex(sys.argv[1])))"
 
 
-def _launcher_main() -> None:  # pragma: no cover - runs in the launcher process, not in pytest
-    """Body of the launcher process A (and, after forks, of B and C).
+def _launcher_main(cfg: dict | None = None) -> None:  # pragma: no cover - runs in the launcher
+    """Body of the launcher process A (and, after forks, of B and C). `cfg` comes from the
+    command line when A is started on its own, as an argument when the server forks it.
 
     Self-contained on purpose: its source is compiled in the parent and shipped via marshal, so
     it may use only what it imports itself. Messages to the parent go over the status pipe as
@@ -138,7 +144,8 @@ def _launcher_main() -> None:  # pragma: no cover - runs in the launcher process
     import struct
     import sys
 
-    cfg = marshal.loads(bytes.fromhex(sys.argv[2]))
+    if cfg is None:
+        cfg = marshal.loads(bytes.fromhex(sys.argv[2]))
     status_fd = cfg["status_fd"]
     os.set_inheritable(status_fd, False)
     workdir = cfg["workdir"]
@@ -532,22 +539,239 @@ def _launcher_main() -> None:  # pragma: no cover - runs in the launcher process
         os._exit(1)
 
 
-_launcher_hex: str | None = None
+def _launcher_server() -> None:  # pragma: no cover - runs in the launcher server process
+    """Body of the launcher server Z, which forks a launcher A for each run.
+
+    Starting a launcher costs an interpreter start and the ctypes import (about 25 ms of CPU);
+    forking one from a server that has paid them once costs about 1 ms. Z is started once per
+    parent process and serves its requests one at a time over a SOCK_SEQPACKET socket (fd
+    argv[2]):
+
+        b"R" + marshal(cfg), with fds (stdin, stdout, stderr, status)  ->  b"P<pid>"
+        b"W<pid>"  ->  waits for that launcher; b"S<wait status>"
+
+    A launcher is reaped only when the parent asks, so its pid cannot be reused while the parent
+    may still signal it. Z dies with the parent (PDEATHSIG, then a parent-pid check), and every
+    launcher with Z (the launcher's own PDEATHSIG).
+    """
+    import _signal as signal
+    import ctypes
+    import marshal
+    import os
+    import resource  # noqa: F401 - imported once here for every launcher
+    import socket
+    import struct  # noqa: F401
+    import sys
+
+    sock = socket.socket(fileno=int(sys.argv[2]))
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl.argtypes = (ctypes.c_int,) + (ctypes.c_ulong,) * 4
+    if libc.prctl(1, signal.SIGKILL, 0, 0, 0) != 0 or os.getppid() != int(sys.argv[3]):
+        os._exit(1)  # PR_SET_PDEATHSIG failed, or the parent died before it was armed
+    # Non-dumpable, as the launcher is: a program that kept our uid (no uid drop) cannot reach
+    # our socket through /proc/<pid>/fd.
+    if libc.prctl(4, 0, 0, 0, 0) != 0:
+        os._exit(1)
+    max_fd = os.sysconf("SC_OPEN_MAX")
+    while True:
+        try:
+            message, fds, _, _ = socket.recv_fds(sock, 1 << 20, 4)
+        except OSError:
+            os._exit(1)
+        if not message:
+            os._exit(0)  # the parent closed its end
+        if message[:1] == b"R" and len(fds) == 4:
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    os.setsid()
+                    # stdin, stdout, stderr, status -> 0..3. Z's own 0-2 are /dev/null, so no
+                    # received fd is below 3 and only the last dup2 can replace an fd (3).
+                    for target, fd in enumerate(fds):
+                        os.dup2(fd, target)
+                    os.closerange(4, max_fd)  # the socket and other runs' fds stay out
+                    cfg = marshal.loads(message[1:])
+                    cfg["status_fd"], cfg["parent_pid"] = 3, os.getppid()
+                    os.chdir(cfg["workdir"])
+                    _launcher_main(cfg)
+                finally:
+                    os._exit(1)
+            reply = b"P%d" % pid
+        elif message[:1] == b"W":
+            reply = b"S%d" % os.waitpid(int(message[1:]), 0)[1]
+        else:
+            reply = b"E"
+        for fd in fds:
+            os.close(fd)
+        sock.send(reply)
+
+
+_compiled: dict[str, str] = {}
 _launcher_lock = threading.Lock()
 _protections: dict[str, bool] | None = None
 _remap_cache: list[tuple[str, list[str]]] | None = None
+_server: _LauncherServer | None = None
+_server_lock = threading.Lock()
 
 
-def _launcher_code_hex() -> str:
-    """The launcher compiled once per parent process: the child skips parsing ~300 lines."""
-    global _launcher_hex
-    if _launcher_hex is None:
+def _launcher_code_hex(entry: str = "_launcher_main") -> str:
+    """The launcher (or its server) compiled once per parent process: the child skips parsing
+    ~300 lines."""
+    if entry not in _compiled:
         with _launcher_lock:
-            if _launcher_hex is None:
-                src = inspect.getsource(_launcher_main) + "\n_launcher_main()\n"
+            if entry not in _compiled:
+                bodies = [_launcher_main] + (
+                    [_launcher_server] if entry != "_launcher_main" else []
+                )
+                src = "\n".join(inspect.getsource(f) for f in bodies) + f"\n{entry}()\n"
                 code = compile(src, "<cptlab-sandbox-launcher>", "exec", dont_inherit=True)
-                _launcher_hex = marshal.dumps(code).hex()
-    return _launcher_hex
+                _compiled[entry] = marshal.dumps(code).hex()
+    return _compiled[entry]
+
+
+class _LauncherServer:
+    """The parent's side of the launcher server Z (`_launcher_server`)."""
+
+    def __init__(self) -> None:
+        code = _launcher_code_hex("_launcher_server")
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        started = threading.Event()
+        box: dict = {}
+
+        def start_and_hold() -> None:
+            # PDEATHSIG fires when the thread that started Z exits, not the process: Z is
+            # started from this thread, which lives as long as Z (a reward pool's threads end
+            # with every step).
+            try:
+                box["proc"] = subprocess.Popen(
+                    [sys.executable, "-I", "-S", "-c", _LAUNCHER_STUB,
+                     code, str(theirs.fileno()),
+                     str(os.getpid())],
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    pass_fds=(theirs.fileno(),),
+                    env={"PATH": _BASE_ENV["PATH"], "LANG": "C.UTF-8"},
+                    cwd="/",
+                    start_new_session=True,
+                    close_fds=True,
+                )  # fmt: skip
+            except BaseException as exc:  # noqa: BLE001 - handed to the starting thread
+                box["error"] = exc
+            started.set()
+            if "proc" in box:
+                box["proc"].wait()
+
+        threading.Thread(target=start_and_hold, name="cptlab-sandbox-server", daemon=True).start()
+        started.wait()
+        theirs.close()
+        if "error" in box:
+            ours.close()
+            raise box["error"]
+        self.proc: subprocess.Popen[bytes] = box["proc"]
+        self.sock = ours
+        self.lock = threading.Lock()
+        self.owner = os.getpid()
+
+    def alive(self) -> bool:
+        """Running, and ours: a forked child of the parent must not share the parent's socket
+        (their requests and replies would interleave); it starts a server of its own."""
+        return self.owner == os.getpid() and self.proc.poll() is None
+
+    def request(self, message: bytes, fds: tuple[int, ...] = ()) -> bytes:
+        with self.lock:
+            socket.send_fds(self.sock, [message], list(fds))
+            reply = self.sock.recv(64)
+        if not reply or reply == b"E":
+            raise OSError(f"the sandbox launcher server did not answer {message[:1]!r}")
+        return reply
+
+    def close(self) -> None:
+        self.sock.close()  # Z exits on end of file
+        self.proc.wait()
+
+
+class _ServedLauncher:
+    """A launcher forked by the server, with the part of Popen's interface that `_run` and
+    `_kill_tree` use. Its pidfd signals it without a pid-reuse race."""
+
+    def __init__(self, server: _LauncherServer, pid: int) -> None:
+        self.server, self.pid, self.returncode = server, pid, None
+        self._pidfd = os.pidfd_open(pid)
+
+    def poll(self) -> int | None:
+        if self.returncode is None and _readable(self._pidfd, 0.0):
+            self._reap()
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None:
+            if not _readable(self._pidfd, timeout):
+                raise subprocess.TimeoutExpired("sandbox launcher", timeout or 0.0)
+            self._reap()
+        assert self.returncode is not None
+        return self.returncode
+
+    def send_signal(self, signum: int) -> None:
+        if self.returncode is None:
+            signal.pidfd_send_signal(self._pidfd, signum)
+
+    def _reap(self) -> None:
+        try:
+            status = int(self.server.request(b"W%d" % self.pid)[1:])
+        except OSError:  # the server died, and its launchers with it (PDEATHSIG)
+            status = signal.SIGKILL
+        os.close(self._pidfd)
+        self.returncode = os.waitstatus_to_exitcode(status)
+
+
+def _readable(fd: int, timeout: float | None) -> bool:
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(None if timeout is None else max(0, int(timeout * 1000))))
+
+
+def _launcher_server_for_run() -> _LauncherServer | None:
+    """This process's launcher server, (re)started when needed; None where it cannot run (no
+    pidfd: Linux before 5.3) or the tests switch it off."""
+    global _server
+    if "launcher_server" in _disabled or not hasattr(os, "pidfd_open"):
+        return None
+    with _server_lock:
+        if _server is None or not _server.alive():
+            _server = _LauncherServer()
+        return _server
+
+
+def _start_launcher(
+    cfg: dict, stdin_fd: int, out_w: int, err_w: int, status_w: int
+) -> subprocess.Popen[bytes] | _ServedLauncher:
+    """Launcher A for one run, forked by the server, or started on its own where there is none
+    (and when the server dies between runs, restarted once)."""
+    for _ in range(2):
+        server = _launcher_server_for_run()
+        if server is None:
+            break
+        try:
+            pid = int(
+                server.request(b"R" + marshal.dumps(cfg), (stdin_fd, out_w, err_w, status_w))[1:]
+            )
+        except OSError:
+            continue
+        return _ServedLauncher(server, pid)
+    argv = [sys.executable, "-I", "-S", "-c", _LAUNCHER_STUB, _launcher_code_hex()]
+    argv.append(marshal.dumps(dict(cfg, status_fd=status_w, parent_pid=os.getpid())).hex())
+    return subprocess.Popen(
+        argv,
+        stdin=stdin_fd,
+        stdout=out_w,
+        stderr=err_w,
+        pass_fds=(status_w,),
+        env={"PATH": _BASE_ENV["PATH"], "LANG": "C.UTF-8"},
+        cwd=cfg["workdir"],
+        start_new_session=True,
+        close_fds=True,
+    )
 
 
 def _traversable_by_others(path: str) -> bool:
@@ -728,8 +952,8 @@ def _run(source: str, stdin: str, env: dict[str, str], limits: Limits, start: fl
     uid = _sandbox_uid() if is_root else None
     cap = limits.max_output_bytes
     workdir = tempfile.mkdtemp(prefix="cptlab-sbx-", dir=_workdir_base())
-    proc: subprocess.Popen[bytes] | None = None
-    status_r = status_w = stdin_fd = -1
+    proc: subprocess.Popen[bytes] | _ServedLauncher | None = None
+    status_r = status_w = stdin_fd = out_fd = out_w = err_fd = err_w = -1
     try:
         with open(os.path.join(workdir, "main.py"), "wb") as f:
             f.write(source.encode("utf-8", errors="surrogatepass"))
@@ -744,11 +968,11 @@ def _run(source: str, stdin: str, env: dict[str, str], limits: Limits, start: fl
             view = view[os.write(stdin_fd, view) :]
         os.lseek(stdin_fd, 0, os.SEEK_SET)
         status_r, status_w = os.pipe()
+        out_fd, out_w = os.pipe()
+        err_fd, err_w = os.pipe()
         program_env = dict(_BASE_ENV, HOME=workdir, TMPDIR=workdir)
         program_env.update(env)
         cfg = {
-            "status_fd": status_w,
-            "parent_pid": os.getpid(),
             "workdir": workdir,
             "uid": uid,
             "fresh_uid": _is_fresh_uid(uid),
@@ -764,25 +988,11 @@ def _run(source: str, stdin: str, env: dict[str, str], limits: Limits, start: fl
             "tmpfs_inodes": _TMPFS_INODES,
             "remap": _interpreter_remap() if is_root else [],
         }
-        argv = [sys.executable, "-I", "-S", "-c", _LAUNCHER_STUB, _launcher_code_hex()]
-        argv.append(marshal.dumps(cfg).hex())
-        proc = subprocess.Popen(
-            argv,
-            stdin=stdin_fd,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            pass_fds=(status_w,),
-            env={"PATH": _BASE_ENV["PATH"], "LANG": "C.UTF-8"},
-            cwd=workdir,
-            start_new_session=True,
-            close_fds=True,
-        )
-        os.close(status_w)
-        status_w = -1
-        os.close(stdin_fd)
-        stdin_fd = -1
-        assert proc.stdout is not None and proc.stderr is not None
-        out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
+        proc = _start_launcher(cfg, stdin_fd, out_w, err_w, status_w)
+        # The launcher holds the write ends now: ours must go for end of file to arrive.
+        for fd in (status_w, out_w, err_w, stdin_fd):
+            os.close(fd)
+        status_w = out_w = err_w = stdin_fd = -1
         bufs = {out_fd: bytearray(), err_fd: bytearray(), status_r: bytearray()}
         poller = select.poll()
         for fd in bufs:
@@ -845,16 +1055,12 @@ def _run(source: str, stdin: str, env: dict[str, str], limits: Limits, start: fl
         status = "memory" if _is_memory_error(bufs[err_fd]) else "error"
         return RunResult(status, code, stdout, stderr, wall)
     finally:
-        for fd in (status_w, stdin_fd, status_r):
+        for fd in (status_w, stdin_fd, status_r, out_w, out_fd, err_w, err_fd):
             if fd >= 0:
                 os.close(fd)
-        if proc is not None:
-            if proc.poll() is None:  # only on an exception above (e.g. KeyboardInterrupt)
-                _kill_tree(proc, {}, uid)
-                proc.wait()
-            for stream in (proc.stdout, proc.stderr):
-                if stream is not None:
-                    stream.close()
+        if proc is not None and proc.poll() is None:  # only on an exception above
+            _kill_tree(proc, {}, uid)
+            proc.wait()
         _rmtree(workdir)
 
 
@@ -876,7 +1082,7 @@ def _parse_status(buf: bytes | bytearray) -> dict:
 
 
 def _kill_tree(
-    proc: subprocess.Popen[bytes], protections: dict[str, bool], uid: int | None
+    proc: subprocess.Popen[bytes] | _ServedLauncher, protections: dict[str, bool], uid: int | None
 ) -> None:
     """Kill the launcher and everything below it, and return once that is done.
 

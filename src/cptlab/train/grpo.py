@@ -23,15 +23,40 @@ class CptGRPOTrainer(StageTrainerMixin, GRPOTrainer):
         shared_prompt_forward (`bool`, *optional*, defaults to `False`): compute the policy's
             log-probabilities with each distinct prompt forwarded once
             (`cptlab.train.shared_prompt`); equal to TRL's up to float rounding.
+        compact_generation (`bool`, *optional*, defaults to `False`): sample HF-generated
+            rollouts with each distinct prompt prefilled once and finished rows dropped from the
+            decode batch (`cptlab.train.compact_generation`); the same distribution as
+            `generate`, other draws.
     """
 
     def __init__(
-        self, *args, recorder: StageRecorder, shared_prompt_forward: bool = False, **kwargs
+        self,
+        *args,
+        recorder: StageRecorder,
+        shared_prompt_forward: bool = False,
+        compact_generation: bool = False,
+        **kwargs,
     ) -> None:
         self.recorder = recorder
         self.shared_prompt_forward = shared_prompt_forward
+        self.compact_generation = compact_generation
         super().__init__(*args, **kwargs)
+        self.check_compact_generation()
         adapt_weight_sync(self)
+
+    def _generate_single_turn(
+        self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False
+    ):
+        if (
+            self.samples_compactly()
+            and not self.use_transformers_continuous_batching
+            and images is None
+            and not multimodal_fields
+        ):
+            return self.compact_rollouts(prompt_ids), None
+        return super()._generate_single_turn(
+            prompt_ids, images, multimodal_fields, num_generations, has_tool_images
+        )
 
     def _get_per_token_logps_and_entropies(
         self,

@@ -13,7 +13,10 @@ from pathlib import Path
 
 import torch
 from accelerate.utils import gather_object
+from trl.models import unwrap_model_for_generation
 
+from cptlab.config import ConfigError
+from cptlab.train import compact_generation
 from cptlab.train.monitor import CollapseError, CollapseMonitor, NonFiniteError
 from cptlab.train.probe import KLProbe
 from cptlab.train.rewards import VerifierReward, merge_step_stats
@@ -77,6 +80,38 @@ class StageTrainerMixin:
         return getattr(self, "shared_prompt_forward", False) and shareable(
             model, self.accelerator.unwrap_model(model)
         )
+
+    # ----- compact rollout sampling -----------------------------------------------------------
+
+    def check_compact_generation(self) -> None:
+        """Fail at the start, not at the first rollout, when `compact_generation` is on and the
+        trainer's sampling settings are ones it does not reproduce (the RL trainers call it)."""
+        if getattr(self, "compact_generation", False) and not self.use_vllm:
+            try:
+                compact_generation.rollout_sampling(self.generation_kwargs)
+            except ValueError as error:
+                raise ConfigError(f"training.compact_generation: {error}") from None
+
+    def samples_compactly(self) -> bool:
+        """Whether rollouts take cptlab.train.compact_generation: the option is on (set by the
+        RL trainers) and generation is HF's, not vLLM's."""
+        return getattr(self, "compact_generation", False) and not self.use_vllm
+
+    def compact_rollouts(self, prompt_ids: list[list[int]]) -> list[list[int]]:
+        """One sampled completion per prompt row (ids up to and including its end token), from
+        the model unwrapped as TRL unwraps it for `generate`."""
+        with (
+            unwrap_model_for_generation(
+                self.model_wrapped,
+                self.accelerator,
+                gather_deepspeed3_params=self.args.ds3_gather_for_generation,
+                generation_kwargs=self.generation_kwargs,
+            ) as unwrapped,
+            torch.no_grad(),
+        ):
+            return compact_generation.sample_completions(
+                unwrapped, prompt_ids, **compact_generation.rollout_sampling(self.generation_kwargs)
+            )
 
     # ----- timing and non-finite checks -------------------------------------------------------
 

@@ -17,6 +17,8 @@ Overrides (everything else is TRL's code, unchanged):
 - `_generate_vllm` / `sample_rollouts` / `_compute_self_distillation_loss`: the rollout
   importance weight of vLLM rollouts (TRL's GRPO keys and modes) multiplies the per-token
   distillation loss, as in the study's SDPO loss.
+- `_generate_transformers`: with `compact_generation`, rollouts sampled with each distinct
+  prompt prefilled once and finished rows dropped (cptlab.train.compact_generation).
 - teacher prompts longer than `max_reprompt_len` are cut on a chosen side (TRL keeps the end).
 """
 
@@ -286,14 +288,25 @@ class CptSDPOTrainer(StageTrainerMixin, SDPOTrainer):
         shared_prompt_forward (`bool`, *optional*, defaults to `False`): compute the student's
             and the teacher's logits with each distinct prompt forwarded once
             (`cptlab.train.shared_prompt`); equal to TRL's up to float rounding.
+        compact_generation (`bool`, *optional*, defaults to `False`): sample HF-generated
+            rollouts with each distinct prompt prefilled once and finished rows dropped from the
+            decode batch (`cptlab.train.compact_generation`); the same distribution as
+            `generate`, other draws.
     """
 
     def __init__(
-        self, *args, recorder: StageRecorder, shared_prompt_forward: bool = False, **kwargs
+        self,
+        *args,
+        recorder: StageRecorder,
+        shared_prompt_forward: bool = False,
+        compact_generation: bool = False,
+        **kwargs,
     ) -> None:
         self.recorder = recorder
         self.shared_prompt_forward = shared_prompt_forward
+        self.compact_generation = compact_generation
         super().__init__(*args, **kwargs)
+        self.check_compact_generation()
         if not isinstance(self.args, CptSDPOConfig):
             raise TypeError(f"CptSDPOTrainer needs a CptSDPOConfig, got {type(self.args).__name__}")
         self.teacher_context_builder = VerifierFeedbackContextBuilder(self)
@@ -441,6 +454,13 @@ class CptSDPOTrainer(StageTrainerMixin, SDPOTrainer):
                 value = total / out.completion_mask.sum().clamp(min=1.0)
             self._metrics[mode]["entropy"].append(self.accelerator.gather(value).mean().item())
         return out
+
+    # ----- rollouts ----------------------------------------------------------------------------
+
+    def _generate_transformers(self, prompt_ids):
+        if self.samples_compactly():
+            return prompt_ids, self.compact_rollouts(prompt_ids)
+        return super()._generate_transformers(prompt_ids)
 
     # ----- rollout importance sampling (vLLM) --------------------------------------------------
 

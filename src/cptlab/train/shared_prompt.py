@@ -48,7 +48,7 @@ def completion_hidden_states(
         input_ids=input_ids[:, prompt_width:],
         attention_mask=attention_mask,
         use_cache=True,
-        **{_cache_keyword(type(backbone)): cache},
+        **{cache_keyword(type(backbone)): cache},
     )
     last_prompt = prompt.last_hidden_state[:, -1:].index_select(0, row_prompt)
     return torch.cat([last_prompt, completion.last_hidden_state[:, :-1]], dim=1)
@@ -88,7 +88,7 @@ def _checkpointing(model: nn.Module) -> bool:
 
 
 @functools.cache
-def _cache_keyword(backbone: type[nn.Module]) -> str:
+def cache_keyword(backbone: type[nn.Module]) -> str:
     # transformers 5.24 renamed `past_key_values` to `cache` (the old name warns until 5.40); the
     # vLLM environment's 5.19 has only the old one. Read once per class, not per forward.
     parameters = inspect.signature(backbone.forward).parameters

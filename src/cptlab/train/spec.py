@@ -40,6 +40,7 @@ TRAINING_DEFAULTS: dict[str, Any] = {
     "mask_truncated_completions": False,
     "reward_workers": 1,
     "shared_prompt_forward": False,
+    "compact_generation": False,
     "replay_share": 0.0,
     "kl_probe": {"prompts": 8, "max_tokens": 128, "every": 1},
     "collapse": {

@@ -261,6 +261,7 @@ def build_trainer(
         callbacks=callbacks,
         recorder=recorder,
         shared_prompt_forward=t["shared_prompt_forward"],
+        compact_generation=t["compact_generation"],
     )
 
 

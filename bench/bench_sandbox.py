@@ -1,0 +1,84 @@
+"""The code sandbox's cost per program run, with the launcher server and without it, side by side.
+
+    .venv/bin/python bench/bench_sandbox.py --data results/embedded/data/code_train.jsonl
+
+Each round scores the same rows' reference solutions with their verifier (one sandbox run per
+row, as a code reward does), once with launchers forked by the server and once with each
+launcher started on its own, alternating, so that both see the same load. It prints the wall
+time and the CPU time per row of each, and the on/off ratios. The CPU time is that of every
+process of the runs: this process's reaped children, plus the server and its reaped children.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import time
+from pathlib import Path
+
+from cptlab import sandbox
+from cptlab.evaluation.scoring import verifier_for
+from cptlab.rows import read_jsonl
+from cptlab.verifiers import score
+
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def server_cpu() -> float:
+    """The server's own CPU time and that of the launchers it has reaped (0 when none runs)."""
+    server = sandbox._server
+    if server is None or not server.alive():
+        return 0.0
+    with open(f"/proc/{server.proc.pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return sum(int(x) for x in fields[11:15]) / TICKS  # utime, stime, cutime, cstime
+
+
+def one_round(rows: list[dict], served: bool) -> tuple[float, float]:
+    sandbox._disabled = frozenset() if served else frozenset({"launcher_server"})
+    cpu0, server0, t0 = children_cpu(), server_cpu(), time.perf_counter()
+    for row in rows:
+        verdict = score(verifier_for(row), row["answer"], row)
+        if verdict.reward != 1.0:
+            raise SystemExit(f"{row['id']}: its reference answer failed: {verdict}")
+    wall = time.perf_counter() - t0
+    cpu = children_cpu() - cpu0 + server_cpu() - server0
+    return 1000 * wall / len(rows), 1000 * cpu / len(rows)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--data", type=Path, required=True, help="a code benchmark's JSONL")
+    parser.add_argument("--rows", type=int, default=64)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    rows = read_jsonl(args.data)[: args.rows]
+    one_round(rows[:4], True)  # start the server and compile the launchers outside the timing
+    one_round(rows[:4], False)
+    results: dict[bool, list[tuple[float, float]]] = {True: [], False: []}
+    for _ in range(args.rounds):
+        for served in (False, True):
+            results[served].append(one_round(rows, served))
+    print(f"{len(rows)} rows x {args.rounds} rounds; per row, median over rounds:")
+    medians = {}
+    for served, label in ((False, "launcher started per run"), (True, "launcher server")):
+        wall = statistics.median(r[0] for r in results[served])
+        cpu = statistics.median(r[1] for r in results[served])
+        medians[served] = (wall, cpu)
+        print(f"  {label:26s} wall {wall:6.1f} ms   cpu {cpu:6.1f} ms")
+    print(
+        f"  server / per run           wall {medians[True][0] / medians[False][0]:.2f}"
+        f"        cpu {medians[True][1] / medians[False][1]:.2f}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,150 @@
+"""Compact rollout sampling (`training.compact_generation`) against HF `generate`: the same
+greedy completions while rows end at different steps (so rows leave the batch), the same
+sampled completions while no row ends (so the random streams agree), and a training step that
+takes it."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+import torch
+from tiny_models import tiny_qwen2
+from tiny_world import tiny_world
+from transformers import LogitsProcessor, LogitsProcessorList
+
+from cptlab.train import compact_generation
+from cptlab.train.compact_generation import sample_completions, sampling_processors
+from cptlab.train.stage import train_stage
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+torch.set_num_threads(1)
+
+VOCAB = 50
+PAD = 0
+
+
+def peaked_model():
+    """A tiny random model with an output layer of its own (tied embeddings make a random model
+    repeat its last token) and next-token distributions far from uniform, so that greedy
+    choices are not near-ties decided by rounding."""
+    model = tiny_qwen2(VOCAB, seed=3)
+    g = torch.Generator().manual_seed(0)
+    model.lm_head.weight = torch.nn.Parameter(0.5 * torch.randn(VOCAB, 16, generator=g))
+    return model.eval()
+
+
+def rollout_prompts():
+    """Three prompts of different lengths, each repeated four times, as TRL orders a batch."""
+    g = torch.Generator().manual_seed(0)
+    prompts = [torch.randint(3, VOCAB, (n,), generator=g).tolist() for n in (9, 4, 13)]
+    return [p for p in prompts for _ in range(4)]
+
+
+def hf_completions(model, prompt_ids, max_new_tokens, eos, **sampling):
+    """HF `generate` on the left-padded batch, cut after the first end token as TRL cuts it."""
+    width = max(len(p) for p in prompt_ids)
+    input_ids = torch.tensor([[PAD] * (width - len(p)) + p for p in prompt_ids])
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompt_ids])
+    out = model.generate(
+        input_ids=input_ids,
+        attention_mask=mask,
+        max_new_tokens=max_new_tokens,
+        pad_token_id=PAD,
+        eos_token_id=eos or None,
+        **sampling,
+    )[:, width:]
+    completions = []
+    for row in out.tolist():
+        ends = [i for i, token in enumerate(row) if token in eos]
+        completions.append(row[: ends[0] + 1] if ends else row)
+    return completions
+
+
+class KeepArgmax(LogitsProcessor):
+    """Leaves only the most likely token, so that sampling is greedy decoding."""
+
+    def __call__(self, input_ids, scores):
+        return torch.full_like(scores, float("-inf")).scatter(
+            1, scores.argmax(-1, keepdim=True), 0.0
+        )
+
+
+def test_greedy_completions_equal_generate_while_rows_leave_the_batch():
+    model = peaked_model()
+    prompts = rollout_prompts()
+    greedy = hf_completions(model, prompts, 12, [], do_sample=False)
+    # End tokens taken from what the rows write, so that rows end at different steps.
+    eos = sorted({row[3] for row in greedy})
+    expected = hf_completions(model, prompts, 12, eos, do_sample=False)
+    got = sample_completions(model, prompts, 12, eos, PAD, LogitsProcessorList([KeepArgmax()]))
+    assert got == expected
+    lengths = {len(c) for c in got}
+    assert len(lengths) > 1 and max(lengths) > min(lengths), "no row left the batch early"
+
+
+@pytest.mark.parametrize(
+    "sampling", [{"temperature": 1.0}, {"temperature": 0.7, "top_p": 0.9, "top_k": 20}]
+)
+def test_sampled_completions_equal_generate_while_no_row_ends(sampling):
+    model = peaked_model()
+    prompts = rollout_prompts()
+    torch.manual_seed(11)
+    expected = hf_completions(
+        model, prompts, 8, [], do_sample=True, **{"top_k": 0, "top_p": 1.0, **sampling}
+    )
+    torch.manual_seed(11)
+    got = sample_completions(model, prompts, 8, [], PAD, sampling_processors(**sampling))
+    assert got == expected
+
+
+def test_sampling_needs_a_positive_temperature():
+    with pytest.raises(ValueError, match="temperature"):
+        sampling_processors(temperature=0.0)
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("compact_generation")
+    config, base, data = tiny_world(folder)
+    return {"config": config, "base": base, "data": data, "dir": folder}
+
+
+@pytest.mark.parametrize("method", ["grpo", "sdpo_frozen"])
+def test_a_training_step_samples_its_rollouts_compactly(world, method, monkeypatch):
+    calls = []
+    original = compact_generation.sample_completions
+
+    def counting(model, prompt_ids, *args, **kwargs):
+        calls.append(len(prompt_ids))
+        return original(model, prompt_ids, *args, **kwargs)
+
+    monkeypatch.setattr(compact_generation, "sample_completions", counting)
+    config = json.loads(json.dumps(world["config"]))
+    config["training"].update(steps=1, compact_generation=True)
+    out = world["dir"] / method
+    train_stage(
+        config,
+        method,
+        "math",
+        seed=0,
+        start=world["base"],
+        out=out / "out",
+        state_dir=out / "state",
+        data=world["data"] / "tiny_train.jsonl",
+    )
+    t = config["training"]
+    assert calls == [t["prompts_per_step"] * t["num_generations"]]
+    assert (out / "out" / "manifest.json").exists()
+
+
+def test_settings_it_cannot_reproduce_are_refused_by_name():
+    kwargs = {"max_new_tokens": 8, "do_sample": True, "pad_token_id": 0, "eos_token_id": 2}
+    assert compact_generation.rollout_sampling({**kwargs, "repetition_penalty": 1.0})[
+        "eos_token_ids"
+    ] == [2]
+    with pytest.raises(ValueError, match="repetition_penalty=1.2"):
+        compact_generation.rollout_sampling({**kwargs, "repetition_penalty": 1.2})
+    with pytest.raises(ValueError, match="do_sample=False"):
+        compact_generation.rollout_sampling({**kwargs, "do_sample": False})
