@@ -5,18 +5,16 @@ takes it."""
 
 from __future__ import annotations
 
-import json
 import os
 
 import pytest
 import torch
 from tiny_models import tiny_qwen2
-from tiny_world import tiny_world
+from tiny_world import one_step_world, train_one_step
 from transformers import LogitsProcessor, LogitsProcessorList
 
 from cptlab.train import compact_generation
 from cptlab.train.compact_generation import sample_completions, sampling_processors
-from cptlab.train.stage import train_stage
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 torch.set_num_threads(1)
@@ -106,9 +104,7 @@ def test_sampling_needs_a_positive_temperature():
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("compact_generation")
-    config, base, data = tiny_world(folder)
-    return {"config": config, "base": base, "data": data, "dir": folder}
+    return one_step_world(tmp_path_factory.mktemp("compact_generation"))
 
 
 @pytest.mark.parametrize("method", ["grpo", "sdpo_frozen"])
@@ -121,22 +117,10 @@ def test_a_training_step_samples_its_rollouts_compactly(world, method, monkeypat
         return original(model, prompt_ids, *args, **kwargs)
 
     monkeypatch.setattr(compact_generation, "sample_completions", counting)
-    config = json.loads(json.dumps(world["config"]))
-    config["training"].update(steps=1, compact_generation=True)
-    out = world["dir"] / method
-    train_stage(
-        config,
-        method,
-        "math",
-        seed=0,
-        start=world["base"],
-        out=out / "out",
-        state_dir=out / "state",
-        data=world["data"] / "tiny_train.jsonl",
-    )
-    t = config["training"]
-    assert calls == [t["prompts_per_step"] * t["num_generations"]]
-    assert (out / "out" / "manifest.json").exists()
+    out = train_one_step(world, method, method, compact_generation=True)
+    training = world["config"]["training"]
+    assert calls == [training["prompts_per_step"] * training["num_generations"]]
+    assert (out / "manifest.json").exists()
 
 
 def test_settings_it_cannot_reproduce_are_refused_by_name():

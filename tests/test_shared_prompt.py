@@ -10,11 +10,10 @@ import random
 import pytest
 import torch
 from tiny_models import tiny_qwen2
-from tiny_world import tiny_world
+from tiny_world import one_step_world, train_one_step
 
 from cptlab.train import shared_prompt
 from cptlab.train.shared_prompt import completion_logits, shareable
-from cptlab.train.stage import train_stage
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 torch.set_num_threads(1)
@@ -87,9 +86,7 @@ def test_a_wrapped_or_checkpointed_model_takes_the_whole_row_forward():
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("shared_prompt")
-    config, base, data = tiny_world(folder)
-    return {"config": config, "base": base, "data": data, "dir": folder}
+    return one_step_world(tmp_path_factory.mktemp("shared_prompt"))
 
 
 @pytest.mark.parametrize("method", ["grpo", "sdpo_frozen"])
@@ -106,20 +103,8 @@ def test_a_training_step_is_the_same_with_the_shared_prompt_forward(world, metho
     first = {}
     for shared in (False, True):
         calls.clear()
-        config = json.loads(json.dumps(world["config"]))
-        config["training"].update(steps=1, shared_prompt_forward=shared)
-        name = f"{method}-{shared}"
-        train_stage(
-            config,
-            method,
-            "math",
-            seed=0,
-            start=world["base"],
-            out=world["dir"] / name / "out",
-            state_dir=world["dir"] / name / "state",
-            data=world["data"] / "tiny_train.jsonl",
-        )
-        log = world["dir"] / name / "out" / "train_log.jsonl"
+        out = train_one_step(world, method, f"{method}-{shared}", shared_prompt_forward=shared)
+        log = out / "train_log.jsonl"
         first[shared] = json.loads(log.read_text().splitlines()[0])
         assert bool(calls) == shared  # the trainer took the path under test
     whole, shared = first[False], first[True]

@@ -141,3 +141,30 @@ def tiny_world(folder: Path, seed: int = 0) -> tuple[dict, Path, Path]:
     write_rows(data_dir / f"{BENCHMARK}.jsonl", rows)
     base = save_tiny_model(folder / "base", rows, seed)
     return tiny_config(), base, data_dir
+
+
+def one_step_world(folder: Path) -> dict:
+    """A tiny world for tests that train single steps (`train_one_step`)."""
+    config, base, data = tiny_world(folder)
+    return {"config": config, "base": base, "data": data, "dir": Path(folder)}
+
+
+def train_one_step(world: dict, method: str, name: str, **training: object) -> Path:
+    """One math step of `method` from the world's base, with `training` over its settings;
+    returns the stage's output folder (`train_log.jsonl`, `manifest.json`)."""
+    from cptlab.train.stage import train_stage
+
+    config = copy.deepcopy(world["config"])
+    config["training"].update(steps=1, **training)
+    out = world["dir"] / name
+    train_stage(
+        config,
+        method,
+        "math",
+        seed=0,
+        start=world["base"],
+        out=out / "out",
+        state_dir=out / "state",
+        data=world["data"] / f"{BENCHMARK}.jsonl",
+    )
+    return out / "out"
