@@ -28,7 +28,7 @@ from transformers import (
     TopPLogitsWarper,
 )
 
-from cptlab.train.shared_prompt import cache_keyword
+from cptlab.train.shared_prompt import cache_keyword, returned_cache
 
 
 def sampling_processors(
@@ -131,7 +131,7 @@ def sample_completions(
         use_cache=True,
         logits_to_keep=1,
     )
-    cache = _cache_of(out)
+    cache = returned_cache(out)
     cache.reorder_cache(row_prompt)  # one copy of its prompt's keys and values per row
     logits = out.logits[:, -1].float().index_select(0, row_prompt)
     mask = mask.index_select(0, row_prompt)
@@ -167,11 +167,6 @@ def sample_completions(
             use_cache=True,
             **{cache_keyword(type(model)): cache},
         )
-        cache = _cache_of(out)
+        cache = returned_cache(out)
         logits = out.logits[:, -1].float()
     return completions
-
-
-def _cache_of(output):
-    # transformers 5.24 returns it as `cache`; 5.19 (the vLLM environment) as `past_key_values`
-    return output.cache if "cache" in output else output.past_key_values

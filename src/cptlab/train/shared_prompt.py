@@ -42,7 +42,7 @@ def completion_hidden_states(
         attention_mask=attention_mask[carrier, :prompt_width],
         use_cache=True,
     )
-    cache = prompt.cache if "cache" in prompt else prompt.past_key_values
+    cache = returned_cache(prompt)
     cache.reorder_cache(row_prompt)  # one copy of its prompt's keys and values per row
     completion = backbone(
         input_ids=input_ids[:, prompt_width:],
@@ -93,3 +93,9 @@ def cache_keyword(backbone: type[nn.Module]) -> str:
     # vLLM environment's 5.19 has only the old one. Read once per class, not per forward.
     parameters = inspect.signature(backbone.forward).parameters
     return "cache" if "cache" in parameters else "past_key_values"
+
+
+def returned_cache(output):
+    """The key/value cache a forward returned: `cache` in transformers 5.24, `past_key_values`
+    in 5.19 (the vLLM environment)."""
+    return output.cache if "cache" in output else output.past_key_values
