@@ -686,10 +686,6 @@ class _LauncherServer:
             raise OSError(f"the sandbox launcher server did not answer {message[:1]!r}")
         return reply
 
-    def close(self) -> None:
-        self.sock.close()  # Z exits on end of file
-        self.proc.wait()
-
 
 class _ServedLauncher:
     """A launcher forked by the server, with the part of Popen's interface that `_run` and
