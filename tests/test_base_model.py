@@ -222,3 +222,12 @@ def test_cptlab_pins_the_cpu_kernels_to_avx2_unless_the_environment_says_otherwi
     # An AVX-512 machine would otherwise dispatch to AVX512 kernels and build another base.
     assert _kernel_pins({}) == ["avx2", "AVX2"]
     assert _kernel_pins({"ATEN_CPU_CAPABILITY": "default"}) == ["default", "DEFAULT"]
+
+
+def test_cptlab_leaves_onednn_uncapped():
+    # Capping oneDNN's ISA keeps AMX off, and vLLM's bf16 CPU kernels then abort
+    # (tests/test_vllm.py's colocated rollouts, on an AMX machine).
+    env = {k: v for k, v in os.environ.items() if k != "ONEDNN_MAX_CPU_ISA"}
+    code = "import os, cptlab; print(os.environ.get('ONEDNN_MAX_CPU_ISA', 'unset'))"
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert run.stdout.split() == ["unset"], run.stderr
