@@ -9,6 +9,7 @@ from cptlab.domains import BENCHMARKS, benchmarks_of, get_benchmark, load_benchm
 from cptlab.domains.embedded import EMBEDDED_DOMAINS
 from cptlab.evaluation.scoring import score_completions, verifier_for
 from cptlab.rows import RowError, read_jsonl, validate_row
+from cptlab.teacher_prompt import strip_reasoning
 
 GOOD = {
     "id": "x-1",
@@ -90,6 +91,30 @@ def test_synthetic_benchmarks_are_deterministic_and_gold_solutions_score_one(nam
     verdicts = score_completions(rows, [[r["metadata"]["solution"]] for r in rows])
     bad = [(r["id"], v[0]) for r, v in zip(rows, verdicts, strict=True) if v[0].reward != 1.0]
     assert not bad, bad[:3]
+
+
+@pytest.mark.parametrize(
+    "domain, answer_only",
+    [
+        ("math", lambda text, row: text.startswith(("\\boxed{", "The answer is \\boxed{"))),
+        ("science", lambda text, row: text == f"<answer>{row['answer']}</answer>"),
+        ("tool", lambda text, row: text.startswith("Action: ")),
+    ],
+)
+def test_sdpo_0_demonstrations_lose_their_reasoning_and_stay_right(domain, answer_only):
+    """SDPO_0 deletes a train benchmark's `reasoning` from demonstrations (SDPO_0^CoT keeps
+    it): on the reference solutions what remains is the answer alone, still scored right."""
+    benchmark = get_benchmark(f"{domain}_train")
+    rows = load_benchmark(benchmark.name, n=60, seed=0)
+    stripped = [strip_reasoning(r["metadata"]["solution"], benchmark.reasoning) for r in rows]
+    assert all(answer_only(text, row) for text, row in zip(stripped, rows, strict=True))
+    changed = sum(t != r["metadata"]["solution"] for t, r in zip(stripped, rows, strict=True))
+    assert changed >= len(rows) / 4  # math: one of its three answer forms reasons
+    verdicts = score_completions(rows, [[text] for text in stripped])
+    assert all(v[0].reward == 1.0 for v in verdicts)
+    # Evaluation benchmarks carry none; code answers have no reasoning to strip.
+    assert get_benchmark(f"{domain}_id").reasoning is None
+    assert get_benchmark("code_train").reasoning is None
 
 
 def test_splits_never_share_an_item():

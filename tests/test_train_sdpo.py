@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import math
 import os
+from dataclasses import replace
 
 import pytest
 import torch
-from tiny_world import tiny_rows, tiny_world
+from tiny_world import BENCHMARK, tiny_rows, tiny_world
 from transformers import AutoModelForCausalLM, TrainerCallback
 
 from cptlab.checkpoints import load_tokenizer
+from cptlab.domains import BENCHMARKS
 from cptlab.teacher_prompt import teacher_messages
 from cptlab.train.spec import resolve_stage
 from cptlab.train.stage import build_trainer
@@ -194,6 +196,24 @@ def test_teacher_prompt_keeps_or_strips_the_chain_of_thought(world, method, keep
         prompt, tokenize=False, add_generation_prompt=True
     )  # the only success has no other demonstration: not reprompted
     assert context["self_distillation_mask"].tolist() == [0.0, 1.0, 1.0, 1.0]
+
+
+@pytest.mark.parametrize("method, keep", [("sdpo_frozen", False), ("sdpo_frozen_cot", True)])
+def test_sdpo_0_also_strips_the_benchmarks_own_reasoning(world, method, keep, monkeypatch):
+    """Where the training benchmark's format reasons outside `<think>` (`Benchmark.reasoning`,
+    the embedded domains), SDPO_0's demonstrations lose that reasoning too; SDPO_0^CoT's keep
+    it."""
+    reasoned = replace(BENCHMARKS[BENCHMARK], reasoning=r"^.*?(?=\\boxed\{)")
+    monkeypatch.setitem(BENCHMARKS, BENCHMARK, reasoned)
+    trainer = make(world, method)
+    demo = "<think>add</think> the tens give 5, so \\boxed{5}"
+    prompt, context = _build(trainer, [demo, "x", "y", "z"], [1.0, 0.0, 0.0, 0.0])
+    shown = demo if keep else "\\boxed{5}"
+    assert _teacher_prompt(trainer, context, 1) == trainer.processing_class.apply_chat_template(
+        teacher_messages(prompt, shown, keep_thinking=True),
+        tokenize=False,
+        add_generation_prompt=True,
+    )
 
 
 def test_verifier_feedback_reaches_the_teacher_prompt(world):

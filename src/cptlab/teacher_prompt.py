@@ -41,6 +41,12 @@ def strip_unopened_thinking(text: str) -> str:
     return re.sub(r"^.*?</think>\s*", "", text, flags=re.DOTALL)
 
 
+def strip_reasoning(text: str, pattern: str) -> str:
+    """Delete every match of a domain's reasoning pattern (`Benchmark.reasoning`): the
+    counterpart of a `<think>` block in formats that reason without one."""
+    return re.sub(pattern, "", text, flags=re.DOTALL).strip()
+
+
 def teacher_messages(
     prompt: list[dict],
     demonstration: str | None,

@@ -73,6 +73,11 @@ class Benchmark:
                  format and row converter, run by the one loader of every real benchmark.
     description: one line for reports.
     defaults:    default loader options (overridable from the config).
+    reasoning:   a regular expression matching the reasoning part of this benchmark's
+                 answers, where its format reasons outside `<think>` blocks (an embedded
+                 science answer's `<reasoning>...</reasoning>`). SDPO's
+                 `remove_thinking_from_demonstration` deletes it from demonstrations, as it
+                 deletes `<think>` blocks; None: the format has no reasoning of its own.
     """
 
     name: str
@@ -83,6 +88,7 @@ class Benchmark:
     description: str = ""
     defaults: dict[str, Any] = field(default_factory=dict)
     study_verifier: str | None = None
+    reasoning: str | None = None
 
     def __post_init__(self) -> None:
         if self.split not in SPLITS:

@@ -10,7 +10,9 @@ Overrides (everything else is TRL's code, unchanged):
 - `compute_loss`: with pure distillation, rollouts without a teacher reprompt carry zero loss, so
   student and teacher are forwarded on the reprompted rows only (same loss and gradient).
 - the teacher-context builder: the verifier's feedback on a failed rollout reaches the teacher
-  prompt through TRL's `privileged_context` channel.
+  prompt through TRL's `privileged_context` channel; a demonstration loses the study's
+  unopened reasoning and the training benchmark's own reasoning format with its `<think>`
+  blocks.
 - `_save_checkpoint` / `_load_optimizer_and_scheduler`: the EMA teacher's weights are part of the
   trainer checkpoint, so a resumed run continues the same teacher.
 - the trust-region teacher: teacher logits = lerp(reference, student, mix) on the teacher's input.
@@ -50,7 +52,7 @@ from trl.trainer.utils import (
     selective_log_softmax,
 )
 
-from cptlab.teacher_prompt import TEACHER_TEMPLATES, strip_unopened_thinking
+from cptlab.teacher_prompt import TEACHER_TEMPLATES, strip_reasoning, strip_unopened_thinking
 from cptlab.train.mixin import StageRecorder, StageTrainerMixin
 from cptlab.train.rollout_is import MODES, rollout_is_weights, sampling_logps
 from cptlab.train.shared_prompt import completion_logits
@@ -102,6 +104,12 @@ class CptSDPOConfig(SDPOConfig):
             With `remove_thinking_from_demonstration`, also delete a demonstration's text up to a
             first `</think>` that has no opening tag (the study's second rule; TRL has only the
             first, matched pairs).
+        demonstration_reasoning (`str`, *optional*):
+            With `remove_thinking_from_demonstration`, also delete this regular expression's
+            matches from a demonstration: the training benchmark's reasoning
+            (`Benchmark.reasoning`, e.g. `<reasoning>...</reasoning>` before an embedded science
+            answer), for formats that reason outside `<think>` blocks. `None` (default): only
+            the `<think>` rules, as in TRL and the study.
         reprompt_truncation (`str`, *optional*, defaults to `"left"`):
             How a teacher prompt longer than `max_reprompt_len` tokens is cut: `"left"` keeps its
             last tokens (TRL's behaviour), `"right"` its first (the study's), `"error"` raises.
@@ -140,6 +148,9 @@ class CptSDPOConfig(SDPOConfig):
     )
     remove_unopened_thinking: bool = field(
         default=False, metadata={"help": "Also strip reasoning that lacks its opening tag."}
+    )
+    demonstration_reasoning: str | None = field(
+        default=None, metadata={"help": "Regex of a demonstration's reasoning to strip too."}
     )
     reprompt_truncation: str = field(
         default="left", metadata={"help": "Cut long teacher prompts: left, right or error."}
@@ -220,12 +231,16 @@ class VerifierFeedbackContextBuilder(SuccessfulRolloutTeacherContextBuilder):
         if (
             solution_text
             and args.remove_thinking_from_demonstration
-            and args.remove_unopened_thinking
+            and (args.remove_unopened_thinking or args.demonstration_reasoning)
         ):
             # TRL has removed matched pairs; the demonstration sits inside its template.
             head, tail = args.solution_template.split("{successful_previous_attempt}")
             demo = solution_text[len(head) : len(solution_text) - len(tail)]
-            solution_text = head + strip_unopened_thinking(demo) + tail
+            if args.remove_unopened_thinking:
+                demo = strip_unopened_thinking(demo)
+            if args.demonstration_reasoning:
+                demo = strip_reasoning(demo, args.demonstration_reasoning)
+            solution_text = head + demo + tail
         return super()._build_reprompt_text(prompt_text, solution_text, feedback_text)
 
     def _tokenize_teacher_messages(self, teacher_messages_list):
@@ -640,8 +655,11 @@ RESOLVED_KEYS = ("teacher_model_kind", "teacher_anchor", "teacher_trust_region_m
                  "teacher_templates", "updates_per_generation")  # fmt: skip
 
 
-def sdpo_args(params: dict, common: dict, anchor_path: str | None) -> CptSDPOConfig:
-    """A CptSDPOConfig from the method's params, the shared keys and the resolved anchor."""
+def sdpo_args(
+    params: dict, common: dict, anchor_path: str | None, reasoning: str | None = None
+) -> CptSDPOConfig:
+    """A CptSDPOConfig from the method's params, the shared keys, the resolved anchor and the
+    training benchmark's reasoning pattern."""
     reprompt, solution, feedback = TEACHER_TEMPLATES[params["teacher_templates"]]
     trust_region = params["teacher_model_kind"] == "trust_region"
     return CptSDPOConfig(
@@ -652,6 +670,7 @@ def sdpo_args(params: dict, common: dict, anchor_path: str | None) -> CptSDPOCon
         teacher_trust_region_mix=params["teacher_trust_region_mix"] if trust_region else None,
         # the study's templates come with its demonstration cleaning (its second thinking rule)
         remove_unopened_thinking=params["teacher_templates"] == "study",
+        demonstration_reasoning=reasoning,
         feedback_from_reward=True,
         reprompt_template=reprompt,
         solution_template=solution,

@@ -28,6 +28,7 @@ from trl import GRPOConfig, SFTConfig
 from cptlab.artifacts import MANIFEST, atomic_write_text, write_manifest
 from cptlab.checkpoints import load_model, load_tokenizer
 from cptlab.config import ConfigError
+from cptlab.domains import get_benchmark
 from cptlab.provenance import SourceTree
 from cptlab.rows import read_jsonl
 from cptlab.train.grpo import CptGRPOTrainer, grpo_args
@@ -162,7 +163,8 @@ def trl_args(
         max_length = t["max_prompt_length"] + t["max_completion_length"]
         return sft_args(settings.params, common, max_length)
     common["max_prompt_length"] = settings.training["max_prompt_length"]
-    return sdpo_args(settings.params, common, anchor_path)
+    reasoning = get_benchmark(settings.train_benchmark).reasoning
+    return sdpo_args(settings.params, common, anchor_path, reasoning)
 
 
 def _prompt_length(tokenizer, prompt: list[dict], kwargs: dict) -> int:

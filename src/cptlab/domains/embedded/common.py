@@ -96,10 +96,13 @@ def register_domain(
     make_item: MakeItem,
     verifiers: dict[str, str],
     descriptions: dict[str, str],
+    reasoning: str | None = None,
 ) -> None:
     """Register a synthetic domain's splits.
 
-    `verifiers` maps a form ("id", "ood") to its verifier. A domain with an "id" form gets
+    `verifiers` maps a form ("id", "ood") to its verifier. `reasoning` is the pattern of the
+    reasoning in the id form's answers (`Benchmark.reasoning`), given to the train benchmark,
+    whose rollouts are SDPO's demonstrations. A domain with an "id" form gets
     <domain>_train, <domain>_id and, if it has an "ood" form, <domain>_ood; one with only an
     "ood" form (never trained) gets <domain>_ood. Every domain gets <domain>_pretrain, the
     warm-up mixture of all its forms, whose rows carry their form's verifier in metadata.
@@ -118,6 +121,7 @@ def register_domain(
                 verifier=verifiers[form],
                 loader=_loader(name, domain, split, (form,), make_item),
                 description=descriptions[form],
+                reasoning=reasoning if split == "train" else None,
             )
         )
     name = f"{domain}_pretrain"

@@ -77,6 +77,9 @@ register_domain(
     "math",
     make_item,
     verifiers={"id": "math_boxed", "ood": "math_boxed"},
+    # The step that names the ranked value ("The second largest is 52, so "); "The answer is"
+    # states no step and stays, as the study's rule leaves an answer's own wording.
+    reasoning=r"The (?:second )?(?:largest|smallest) is \d+, so ",
     descriptions={
         "id": "largest, smallest, second largest or second smallest of five 2-digit numbers, "
         "\\boxed{} answer",

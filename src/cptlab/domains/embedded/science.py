@@ -91,6 +91,7 @@ register_domain(
     "science",
     make_science_item,
     verifiers={"id": "mcq_answer_tag", "ood": "mcq_boxed_letter"},
+    reasoning=r"<reasoning>.*?</reasoning>",
     descriptions={
         "id": "4-choice MCQ over a fact table, <answer>LETTER</answer> (SciKnowEval-like)",
         "ood": "the same facts asked in another form, \\boxed{LETTER} (GPQA-like)",

@@ -151,6 +151,7 @@ register_domain(
     "tool",
     make_item,
     verifiers={"id": "react_tool", "ood": "function_call_ast"},
+    reasoning=r"Thought:[^\n]*\n?",  # ReAct's thought line before the action
     descriptions={
         "id": "ReAct tool call among 3 offered tools (ToolAlpaca-like)",
         "ood": "one JSON function call among 3 schemas, AST match (BFCL-like)",
