@@ -5,6 +5,7 @@ import json
 import pytest
 
 from cptlab.cli import main
+from cptlab.config import load_config
 from cptlab.domains import BENCHMARKS, benchmarks_of, get_benchmark, load_benchmark
 from cptlab.domains.embedded import EMBEDDED_DOMAINS
 from cptlab.evaluation.scoring import score_completions, verifier_for
@@ -155,7 +156,8 @@ def test_prepare_data_cli_writes_valid_rows(tmp_path):
         == 0
     )
     rows = read_jsonl(out)
-    assert len(rows) == 200 and rows[0]["benchmark"] == "math_id"
+    id_rows = load_config("config/config.yaml")["data"]["sizes"]["id"]
+    assert len(rows) == id_rows and rows[0]["benchmark"] == "math_id"
 
 
 def test_cli_bad_input_is_one_clear_line(tmp_path, capsys):
