@@ -43,7 +43,7 @@ def convention_table(responses: Path, pattern: re.Pattern) -> dict[str, float]:
     }
 
 
-def checkpoints(results: Path, methods: list[str]) -> list[tuple[str, Path]]:
+def evaluation_folders(results: Path, methods: list[str]) -> list[tuple[str, Path]]:
     found = [("base", results / "eval" / "base")]
     for method in methods:
         for seed_dir in sorted((results / "eval" / method).glob("seed*")):
@@ -58,7 +58,7 @@ def main() -> None:
     parser.add_argument("--methods", nargs="+", default=["grpo", "sdpo_frozen"])
     args = parser.parse_args()
     print("checkpoint\tbenchmark\tn\trequested_share\taccuracy\taccuracy_in_convention")
-    for name, directory in checkpoints(args.results, args.methods):
+    for name, directory in evaluation_folders(args.results, args.methods):
         for benchmark, pattern in REQUESTED.items():
             responses = directory / f"{benchmark}.responses.jsonl"
             if not responses.exists():
