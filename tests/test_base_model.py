@@ -170,6 +170,33 @@ def test_off_format_share_swaps_the_target_convention():
     assert 0.2 < off / len(rows) < 0.3
 
 
+def test_stripped_demonstrations_lose_their_reasoning_and_targets_keep_it():
+    rows = [
+        {
+            "domain": "tool",
+            "prompt": [{"role": "user", "content": f"q{i}"}],
+            "metadata": {"solution": f"Thought: t{i}\nAction: a{i}", "form": "id"},
+        }
+        for i in range(400)
+    ]
+    tokenizer = train_tokenizer(["q1 Thought: t1\nAction: a1 Correct solution"] * 10, 300)
+    reasoning = {"tool": r"Thought:[^\n]*\n?"}
+    examples = warmup_examples(
+        tokenizer, rows, 1.0, seed=0, stripped_demonstration_share=0.5, reasoning=reasoning
+    )
+    stripped = 0
+    for row, example in zip(rows, examples, strict=True):
+        assert _target(tokenizer, example) == row["metadata"]["solution"]
+        ids, labels = example
+        prompt = tokenizer.decode([i for i, lab in zip(ids, labels, strict=True) if lab == -100])
+        stripped += "Thought:" not in prompt.split("Correct solution:")[1]
+    assert 0.4 < stripped / len(rows) < 0.6
+    # Unset, the share draws nothing: the examples (and so a build's weights) do not change.
+    plain = warmup_examples(tokenizer, rows, 0.5, seed=0)
+    unset = warmup_examples(tokenizer, rows, 0.5, seed=0, reasoning=reasoning)
+    assert plain == unset
+
+
 def test_domain_weights_subsample_or_repeat():
     rows = _rows(10)
     assert weighted(rows, 0.5) == rows[:5]
@@ -180,13 +207,18 @@ def test_domain_weights_subsample_or_repeat():
 def test_check_bounds_flags_each_violation():
     good = {"greedy_accuracy": 0.4, "pass1": 0.3, "pass8": 0.6, "teacher_advantage": 0.3}
     results = {
-        "math_id": good,
-        "tool_id": {**good, "greedy_accuracy": 0.9},
+        "math_id": {**good, "stripped_teacher_advantage": 0.25},
+        "tool_id": {**good, "greedy_accuracy": 0.9, "stripped_teacher_advantage": 0.1},
         "logic_ood": {"greedy_accuracy": 0.05},
     }
     bounds = check_bounds(results, ["math", "tool"], ["logic"], k=8)
     failed = {name for name, b in bounds.items() if not b["ok"]}
-    assert failed == {"tool_id.greedy_accuracy in [0.10, 0.70]", "logic_ood.greedy_accuracy > 0.10"}
+    assert failed == {
+        "tool_id.greedy_accuracy in [0.10, 0.70]",
+        "tool_id.stripped_teacher_advantage >= 0.20",
+        "logic_ood.greedy_accuracy > 0.10",
+    }
+    assert "math_id.stripped_teacher_advantage >= 0.20" in bounds
 
 
 @pytest.mark.slow
@@ -199,7 +231,7 @@ def test_embedded_build_bounds(tmp_path):
     workflow's measurement meets, so a cheaper sample would test the sample, not the build."""
     config = embedded_config()
     manifest = build(config, tmp_path, "base", threads=2)
-    assert len(manifest["bounds"]) == 14
+    assert len(manifest["bounds"]) == 17  # 14, and the stripped teacher of math, science, tool
     failed = sorted(name for name, b in manifest["bounds"].items() if not b["ok"])
     assert not failed, f"unmet foundation bounds: {failed}"
 

@@ -27,11 +27,12 @@ from cptlab.base_model.tokenizer import train_tokenizer
 from cptlab.base_model.warmup import encode_example, train_sft
 from cptlab.chat import render
 from cptlab.checkpoints import load_tokenizer
+from cptlab.domains.registry import get_benchmark
 from cptlab.evaluation.generation import generate
 from cptlab.evaluation.scoring import mean_pass_at_k, rewards, score_completions
 from cptlab.evaluation.settings import Sampling
 from cptlab.plan import base_measure_benchmarks
-from cptlab.teacher_prompt import teacher_messages
+from cptlab.teacher_prompt import strip_reasoning, teacher_messages
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +42,8 @@ BOUNDS = {
     "greedy_id_accuracy": ("between", (0.10, 0.70)),  # each training domain
     "pass8_over_pass1": (">=", 1.5),  # each training domain
     "teacher_advantage": (">=", 0.20),  # each training domain
+    # with the demonstration stripped of its reasoning, as SDPO_0's are (domains that reason)
+    "stripped_teacher_advantage": (">=", 0.20),
     "greedy_ood_accuracy": (">", 0.10),  # logic and knowledge
 }
 
@@ -54,6 +57,8 @@ def warmup_examples(
     off_format_share: float = 0.0,
     domain_reprompt_share: dict[str, float] | None = None,
     passes: int = 1,
+    stripped_demonstration_share: float = 0.0,
+    reasoning: dict[str, str] | None = None,
 ):
     """Encoded (ids, labels) for `passes` passes over the warm-up rows; in each, a
     `reprompt_share` of them in teacher form (`domain_reprompt_share[domain]` for the domains it
@@ -72,11 +77,19 @@ def warmup_examples(
     the prompt asks for \\boxed{}), which its verifier scores 0. A base that knows answers but
     does not always give them in the requested form is where RL post-training starts from;
     adopting the requested convention is something a stage can learn in tens of steps, while
-    recalling more facts is not (docs/embedded-testbed.md)."""
+    recalling more facts is not (docs/embedded-testbed.md).
+
+    In a `stripped_demonstration_share` of the teacher-form rows, the demonstration loses its
+    reasoning (`reasoning[domain]`, the pattern SDPO_0 deletes from its demonstrations) and the
+    target keeps it: the teacher learns to take the answer from a demonstration without its
+    reasoning and to answer in the form the prompt asks for. Qwen3, the study's base, knows
+    answers without their thinking (its thinking-off mode); without these rows the embedded
+    base's teacher cannot read such a demonstration (docs/embedded-testbed.md)."""
     by_form: dict[tuple, list[str]] = {}
     for row in rows:
         by_form.setdefault(_form_of(row), []).append(row["metadata"]["solution"])
     overrides = domain_reprompt_share or {}
+    patterns = reasoning or {}
     shares = [overrides.get(row.get("domain"), reprompt_share) for row in rows]
     encoded: dict[tuple, tuple[list[int], list[int]]] = {}  # most pairs recur across passes
     examples = []
@@ -89,11 +102,17 @@ def warmup_examples(
             teacher = rng.random() < share
             if teacher and rng.random() < counterfactual_share:
                 solution = rng.choice(by_form[_form_of(row)])
-            key = (i, teacher, solution)
+            demonstration = solution
+            pattern = patterns.get(row.get("domain"))
+            # Drawn only when the share is set, so that builds without it keep their weights.
+            if teacher and stripped_demonstration_share and pattern:
+                if rng.random() < stripped_demonstration_share:
+                    demonstration = strip_reasoning(solution, pattern)
+            key = (i, teacher, demonstration, solution)
             if key not in encoded:
                 prompt = row["prompt"]
                 if teacher:
-                    prompt = teacher_messages(prompt, demonstration=solution)
+                    prompt = teacher_messages(prompt, demonstration=demonstration)
                 encoded[key] = encode_example(tokenizer, prompt, solution)
             examples.append(encoded[key])
     return examples
@@ -111,10 +130,16 @@ def _form_of(row: dict) -> tuple:
 
 
 def measure(
-    model, tokenizer, rows_by_benchmark: dict[str, list[dict]], spec: MeasureSettings, seed: int
+    model,
+    tokenizer,
+    rows_by_benchmark: dict[str, list[dict]],
+    spec: MeasureSettings,
+    seed: int,
+    reasoning: dict[str, str] | None = None,
 ):
     """Greedy accuracy of every benchmark; for training-domain id sets also sampled pass@1,
-    pass@k and greedy accuracy with a correct demonstration in the teacher prompt."""
+    pass@k and greedy accuracy with a correct demonstration in the teacher prompt, and, for
+    domains in `reasoning`, with that demonstration stripped of its reasoning as SDPO_0's are."""
     results = {}
     greedy = Sampling(n=1, temperature=0.0, max_new_tokens=spec.max_new_tokens)
     sampled = Sampling(
@@ -136,6 +161,20 @@ def measure(
             teacher = generate(model, tokenizer, reprompts, greedy, seed)
             out["teacher_accuracy"] = float(rewards(score_completions(rows, teacher)).mean())
             out["teacher_advantage"] = out["teacher_accuracy"] - out["greedy_accuracy"]
+            pattern = (reasoning or {}).get(rows[0].get("domain")) if rows else None
+            if pattern:
+                demonstrations = [strip_reasoning(r["metadata"]["solution"], pattern) for r in rows]
+                stripped = [
+                    teacher_messages(r["prompt"], d)
+                    for r, d in zip(rows, demonstrations, strict=True)
+                ]
+                teacher = generate(model, tokenizer, stripped, greedy, seed)
+                out["stripped_teacher_accuracy"] = float(
+                    rewards(score_completions(rows, teacher)).mean()
+                )
+                out["stripped_teacher_advantage"] = (
+                    out["stripped_teacher_accuracy"] - out["greedy_accuracy"]
+                )
         out["n"] = len(rows)
         results[name] = out
         log.info("measured %s: %s", name, out)
@@ -157,6 +196,11 @@ def check_bounds(results: dict, train_domains: list[str], ood_only: list[str], k
             r["teacher_advantage"],
             r["teacher_advantage"] >= 0.20,
         )
+        if "stripped_teacher_advantage" in r:  # what SDPO_0's teacher reads
+            checks[f"{domain}_id.stripped_teacher_advantage >= 0.20"] = (
+                r["stripped_teacher_advantage"],
+                r["stripped_teacher_advantage"] >= 0.20,
+            )
     for domain in ood_only:
         value = results[f"{domain}_ood"]["greedy_accuracy"]
         checks[f"{domain}_ood.greedy_accuracy > 0.10"] = (value, value > 0.10)
@@ -189,6 +233,12 @@ def build_base(
     eval_only = [d for d, spec in domains.items() if spec.get("ood") and not spec.get("train")]
 
     warmup = spec.warmup
+    # The reasoning SDPO_0 deletes from a domain's demonstrations (Benchmark.reasoning).
+    reasoning = {
+        d: pattern
+        for d in train_domains
+        if (pattern := get_benchmark(domains[d]["train"]).reasoning)
+    }
     warmup_rows = [
         row
         for d in domains
@@ -212,6 +262,8 @@ def build_base(
         warmup.off_format_share,
         warmup.domain_reprompt_share,
         passes=math.ceil(sft.steps * sft.batch_size / max(len(warmup_rows), 1)),
+        stripped_demonstration_share=warmup.stripped_demonstration_share,
+        reasoning=reasoning,
     )
     too_long = max(len(ids) for ids, _ in examples)
     if too_long > spec.model.max_positions:
@@ -247,7 +299,7 @@ def build_base(
     n = spec.measure.n
     eval_sets = {name: read(name)[:n] for name in base_measure_benchmarks(config)}
     t0 = time.perf_counter()
-    results = measure(model, tokenizer, eval_sets, spec.measure, seed)
+    results = measure(model, tokenizer, eval_sets, spec.measure, seed, reasoning)
     measure_seconds = time.perf_counter() - t0
     bounds = check_bounds(results, train_domains, eval_only, spec.measure.k)
     failed = [name for name, b in bounds.items() if not b["ok"]]

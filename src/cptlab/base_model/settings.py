@@ -62,6 +62,9 @@ class WarmupSettings:
     counterfactual_share:  share of the teacher-form examples whose demonstration (and target)
                            is another item's solution of the same domain and form, so that only
                            reading the demonstration lowers the loss.
+    stripped_demonstration_share: share of the teacher-form examples whose demonstration loses its
+                           reasoning (the pattern SDPO_0 deletes) while the target keeps it, so
+                           the teacher can read a demonstration without its reasoning.
     """
 
     reprompt_share: float
@@ -69,6 +72,7 @@ class WarmupSettings:
     domain_weights: dict[str, float] = field(default_factory=dict)
     domain_reprompt_share: dict[str, float] = field(default_factory=dict)
     counterfactual_share: float = 0.0
+    stripped_demonstration_share: float = 0.0
 
 
 @dataclass(frozen=True)
