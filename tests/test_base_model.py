@@ -170,6 +170,20 @@ def test_off_format_share_swaps_the_target_convention():
     assert 0.2 < off / len(rows) < 0.3
 
 
+def test_cued_off_format_answers_only_the_cued_items_off_convention():
+    tokenizer = train_tokenizer(["q1 s1 o1"] * 10, vocab_size=300)
+    rows = _rows(1000)
+    for i, row in enumerate(rows):
+        row["metadata"]["off_format_cue"] = i % 2 == 0
+    examples = warmup_examples(tokenizer, rows, 0.0, seed=0, off_format_share=0.8)
+    cued = warmup_examples(tokenizer, rows, 0.0, seed=0, off_format_share=0.8, off_format_cued=True)
+    off = [_target(tokenizer, e).startswith("o") for e in cued]
+    assert not any(off[1::2])
+    assert 0.75 < sum(off[0::2]) / 500 < 0.85
+    # The same draws: a cued row is off-convention exactly where the uncued rule put it.
+    assert off[0::2] == [_target(tokenizer, e).startswith("o") for e in examples[0::2]]
+
+
 def test_stripped_demonstrations_lose_their_reasoning_and_targets_keep_it():
     rows = [
         {

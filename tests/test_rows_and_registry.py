@@ -1,6 +1,7 @@
 """The canonical row schema, the benchmark registry and `cptlab prepare-data`."""
 
 import json
+import re
 
 import pytest
 
@@ -8,6 +9,7 @@ from cptlab.cli import main
 from cptlab.config import load_config
 from cptlab.domains import BENCHMARKS, benchmarks_of, get_benchmark, load_benchmark
 from cptlab.domains.embedded import EMBEDDED_DOMAINS
+from cptlab.domains.embedded.tool import TOOLS
 from cptlab.evaluation.scoring import score_completions, verifier_for
 from cptlab.rows import RowError, read_jsonl, validate_row
 from cptlab.teacher_prompt import strip_reasoning
@@ -116,6 +118,38 @@ def test_sdpo_0_demonstrations_lose_their_reasoning_and_stay_right(domain, answe
     # Evaluation benchmarks carry none; code answers have no reasoning to strip.
     assert get_benchmark(f"{domain}_id").reasoning is None
     assert get_benchmark("code_train").reasoning is None
+
+
+def _second_tool_phrasing(text: str) -> bool:
+    request = text.split("Request: ")[1].split("\n")[0]
+    for tool in TOOLS:
+        patterns = [re.escape(t).replace(r"\{", "{") for t in tool.requests]
+        patterns = [re.sub(r"\{\w+\\?}", ".+", t) for t in patterns]
+        if re.fullmatch(patterns[1], request):
+            return True
+        if re.fullmatch(patterns[0], request):
+            return False
+    raise AssertionError(request)
+
+
+@pytest.mark.parametrize(
+    "domain, cue_in_prompt",
+    [
+        ("math", lambda text: text.startswith(("Find", "Give"))),
+        ("science", lambda text: text.startswith("What is the color of")),
+        ("tool", _second_tool_phrasing),
+        ("code", lambda text: re.match(r"Write a Python function (calc|transform)\(", text)),
+    ],
+)
+def test_off_format_cue_is_visible_in_the_prompt(domain, cue_in_prompt):
+    """`base.warmup.off_format_cued` answers off-convention only where the prompt shows the cue
+    (a phrasing, an attribute, a function name), so the base can learn where it applies."""
+    rows = load_benchmark(f"{domain}_id", n=300, seed=0)
+    cues = [r["metadata"]["off_format_cue"] for r in rows]
+    assert 0.2 < sum(cues) / len(cues) < 0.6
+    for row, cue in zip(rows, cues, strict=True):
+        text = row["prompt"][-1]["content"]
+        assert bool(cue_in_prompt(text)) == cue, text
 
 
 def test_splits_never_share_an_item():

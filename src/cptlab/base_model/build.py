@@ -59,6 +59,7 @@ def warmup_examples(
     passes: int = 1,
     stripped_demonstration_share: float = 0.0,
     reasoning: dict[str, str] | None = None,
+    off_format_cued: bool = False,
 ):
     """Encoded (ids, labels) for `passes` passes over the warm-up rows; in each, a
     `reprompt_share` of them in teacher form (`domain_reprompt_share[domain]` for the domains it
@@ -77,7 +78,10 @@ def warmup_examples(
     the prompt asks for \\boxed{}), which its verifier scores 0. A base that knows answers but
     does not always give them in the requested form is where RL post-training starts from;
     adopting the requested convention is something a stage can learn in tens of steps, while
-    recalling more facts is not (docs/embedded-testbed.md).
+    recalling more facts is not (docs/embedded-testbed.md). With `off_format_cued`, only items
+    whose prompt carries their domain's cue (`metadata.off_format_cue`: a phrasing, an
+    attribute, a function name) answer off-convention, so the base learns a rule it applies
+    the same way on every build, rather than a coin flip whose greedy side the build decides.
 
     In a `stripped_demonstration_share` of the teacher-form rows, the demonstration loses its
     reasoning (`reasoning[domain]`, the pattern SDPO_0 deletes from its demonstrations) and the
@@ -98,7 +102,8 @@ def warmup_examples(
         for i, (row, share) in enumerate(zip(rows, shares, strict=True)):
             solution = row["metadata"]["solution"]
             if row["metadata"].get("off_format") and rng.random() < off_format_share:
-                solution = row["metadata"]["off_format"]
+                if not off_format_cued or row["metadata"].get("off_format_cue"):
+                    solution = row["metadata"]["off_format"]
             teacher = rng.random() < share
             if teacher and rng.random() < counterfactual_share:
                 solution = rng.choice(by_form[_form_of(row)])
@@ -264,6 +269,7 @@ def build_base(
         passes=math.ceil(sft.steps * sft.batch_size / max(len(warmup_rows), 1)),
         stripped_demonstration_share=warmup.stripped_demonstration_share,
         reasoning=reasoning,
+        off_format_cued=warmup.off_format_cued,
     )
     too_long = max(len(ids) for ids, _ in examples)
     if too_long > spec.model.max_positions:

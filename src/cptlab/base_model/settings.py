@@ -56,6 +56,8 @@ class WarmupSettings:
                            solution: ..." -> answer), so the model can use a demonstration.
     off_format_share:      share of the rows (of items that have one) whose target answers in a
                            convention the prompt did not ask for, scored 0 by the verifier.
+    off_format_cued:       only items whose prompt carries their domain's cue (a phrasing, an
+                           attribute, a function name) answer off-convention.
     domain_weights:        domain -> weight of its warm-up rows in the mixture (1: all of its
                            data.sizes.pretrain rows; 0.5 half of them; 2 each twice).
     domain_reprompt_share: domain -> its own reprompt_share.
@@ -69,6 +71,7 @@ class WarmupSettings:
 
     reprompt_share: float
     off_format_share: float = 0.0
+    off_format_cued: bool = False
     domain_weights: dict[str, float] = field(default_factory=dict)
     domain_reprompt_share: dict[str, float] = field(default_factory=dict)
     counterfactual_share: float = 0.0

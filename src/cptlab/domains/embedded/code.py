@@ -59,6 +59,7 @@ def make_item(rng: random.Random, form: str) -> Item:
             metadata={
                 "tests": [f"assert {name}({x}) == {evaluate(x)}" for x in inputs],
                 "off_format": f"x = int(input())\nprint({expression})",
+                "off_format_cue": name in ("calc", "transform"),
             },
         )
     return Item(

@@ -69,7 +69,10 @@ def make_item(rng: random.Random, form: str) -> Item:
                 f"The {kind} is {value}, so \\boxed{{{value}}}",
             )
         ),
-        metadata={"off_format": rng.choice((f"The answer is {value}.", f"{value}"))},
+        metadata={
+            "off_format": rng.choice((f"The answer is {value}.", f"{value}")),
+            "off_format_cue": PHRASINGS[kind].index(phrasing) >= 2,  # "Find ...", "Give ..."
+        },
     )
 
 

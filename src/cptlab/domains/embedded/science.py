@@ -33,6 +33,7 @@ def make_science_item(rng: random.Random, form: str) -> Item:
     meta = {"options": options}
     if form == "id":
         meta["off_format"] = f"The {attribute} of {substance} is {value}. Answer: {letter}"
+        meta["off_format_cue"] = attribute == "color"  # a third of the items
         listed = ", ".join(f"{o} ({LETTERS[i]})" for i, o in enumerate(options))
         return Item(
             key=key,

@@ -117,7 +117,8 @@ def make_item(rng: random.Random, form: str) -> Item:
     rng.shuffle(offered)
     arguments = tool.sample_arguments(rng)
     spelled = {k: number_word(v) if isinstance(v, int) else v for k, v in arguments.items()}
-    request = rng.choice(tool.requests).format(**spelled)
+    template = rng.choice(tool.requests)
+    request = template.format(**spelled)
     key = f"{request}/{','.join(t.name for t in offered)}"
     if form == "id":
         listed = "; ".join(f"{t.name}({', '.join(t.params)})" for t in offered)
@@ -130,7 +131,10 @@ def make_item(rng: random.Random, form: str) -> Item:
                 f"Thought: {rng.choice(THOUGHTS).format(tool=tool.name)}\nAction: {tool.name}\n"
                 f"Action Input: {action_input}"
             ),
-            metadata={"off_format": json.dumps({"name": tool.name, "arguments": arguments})},
+            metadata={
+                "off_format": json.dumps({"name": tool.name, "arguments": arguments}),
+                "off_format_cue": tool.requests.index(template) == 1,  # the second phrasing
+            },
         )
     schemas = [t.schema() for t in offered]
     compact = "\n".join(json.dumps({"name": t.name, "parameters": t.params}) for t in offered)
