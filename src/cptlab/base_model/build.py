@@ -101,18 +101,26 @@ def warmup_examples(
         rng = random.Random(seed + p)
         for i, (row, share) in enumerate(zip(rows, shares, strict=True)):
             solution = row["metadata"]["solution"]
-            if row["metadata"].get("off_format") and rng.random() < off_format_share:
-                if not off_format_cued or row["metadata"].get("off_format_cue"):
-                    solution = row["metadata"]["off_format"]
+            # The draw comes first, so that cueing changes which rows swap, not the draws.
+            if (
+                row["metadata"].get("off_format")
+                and rng.random() < off_format_share
+                and (not off_format_cued or row["metadata"].get("off_format_cue"))
+            ):
+                solution = row["metadata"]["off_format"]
             teacher = rng.random() < share
             if teacher and rng.random() < counterfactual_share:
                 solution = rng.choice(by_form[_form_of(row)])
             demonstration = solution
             pattern = patterns.get(row.get("domain"))
             # Drawn only when the share is set, so that builds without it keep their weights.
-            if teacher and stripped_demonstration_share and pattern:
-                if rng.random() < stripped_demonstration_share:
-                    demonstration = strip_reasoning(solution, pattern)
+            if (
+                teacher
+                and stripped_demonstration_share
+                and pattern
+                and rng.random() < stripped_demonstration_share
+            ):
+                demonstration = strip_reasoning(solution, pattern)
             key = (i, teacher, demonstration, solution)
             if key not in encoded:
                 prompt = row["prompt"]
@@ -153,33 +161,31 @@ def measure(
         top_p=1.0,
         max_new_tokens=spec.max_new_tokens,
     )
+
+    def accuracy(prompts: list, rows: list[dict]) -> float:
+        completions = generate(model, tokenizer, prompts, greedy, seed)
+        return float(rewards(score_completions(rows, completions)).mean())
+
     for name, rows in rows_by_benchmark.items():
-        out = {}
-        completions = generate(model, tokenizer, [r["prompt"] for r in rows], greedy, seed)
-        out["greedy_accuracy"] = float(rewards(score_completions(rows, completions)).mean())
+        out = {"greedy_accuracy": accuracy([r["prompt"] for r in rows], rows)}
         if name.endswith("_id"):
             samples = generate(model, tokenizer, [r["prompt"] for r in rows], sampled, seed)
             matrix = rewards(score_completions(rows, samples))
             out["pass1"] = mean_pass_at_k(matrix, 1)
             out[f"pass{spec.k}"] = mean_pass_at_k(matrix, spec.k)
-            reprompts = [teacher_messages(r["prompt"], r["metadata"]["solution"]) for r in rows]
-            teacher = generate(model, tokenizer, reprompts, greedy, seed)
-            out["teacher_accuracy"] = float(rewards(score_completions(rows, teacher)).mean())
-            out["teacher_advantage"] = out["teacher_accuracy"] - out["greedy_accuracy"]
-            pattern = (reasoning or {}).get(rows[0].get("domain")) if rows else None
+            solutions = [r["metadata"]["solution"] for r in rows]
+            demonstrations = {"teacher": solutions}
+            pattern = (reasoning or {}).get(rows[0]["domain"]) if rows else None
             if pattern:
-                demonstrations = [strip_reasoning(r["metadata"]["solution"], pattern) for r in rows]
-                stripped = [
-                    teacher_messages(r["prompt"], d)
-                    for r, d in zip(rows, demonstrations, strict=True)
+                demonstrations["stripped_teacher"] = [
+                    strip_reasoning(s, pattern) for s in solutions
                 ]
-                teacher = generate(model, tokenizer, stripped, greedy, seed)
-                out["stripped_teacher_accuracy"] = float(
-                    rewards(score_completions(rows, teacher)).mean()
-                )
-                out["stripped_teacher_advantage"] = (
-                    out["stripped_teacher_accuracy"] - out["greedy_accuracy"]
-                )
+            for kind, demos in demonstrations.items():
+                prompts = [
+                    teacher_messages(r["prompt"], d) for r, d in zip(rows, demos, strict=True)
+                ]
+                out[f"{kind}_accuracy"] = accuracy(prompts, rows)
+                out[f"{kind}_advantage"] = out[f"{kind}_accuracy"] - out["greedy_accuracy"]
         out["n"] = len(rows)
         results[name] = out
         log.info("measured %s: %s", name, out)
@@ -197,15 +203,10 @@ def check_bounds(results: dict, train_domains: list[str], ood_only: list[str], k
             0.10 <= r["greedy_accuracy"] <= 0.70,
         )
         checks[f"{domain}_id.pass{k}/pass1 >= 1.5"] = (ratio, ratio >= 1.5)
-        checks[f"{domain}_id.teacher_advantage >= 0.20"] = (
-            r["teacher_advantage"],
-            r["teacher_advantage"] >= 0.20,
-        )
-        if "stripped_teacher_advantage" in r:  # what SDPO_0's teacher reads
-            checks[f"{domain}_id.stripped_teacher_advantage >= 0.20"] = (
-                r["stripped_teacher_advantage"],
-                r["stripped_teacher_advantage"] >= 0.20,
-            )
+        # The stripped teacher (what SDPO_0's teacher reads) only where answers reason.
+        for key in ("teacher_advantage", "stripped_teacher_advantage"):
+            if key in r:
+                checks[f"{domain}_id.{key} >= 0.20"] = (r[key], r[key] >= 0.20)
     for domain in ood_only:
         value = results[f"{domain}_ood"]["greedy_accuracy"]
         checks[f"{domain}_ood.greedy_accuracy > 0.10"] = (value, value > 0.10)
