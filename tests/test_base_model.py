@@ -211,6 +211,42 @@ def test_stripped_demonstrations_lose_their_reasoning_and_targets_keep_it():
     assert plain == unset
 
 
+def test_gold_only_never_strips_a_counterfactual_demonstration():
+    rows = [
+        {
+            "domain": "tool",
+            "prompt": [{"role": "user", "content": f"q{i}"}],
+            "metadata": {"solution": f"Thought: t{i}\nAction: a{i}", "form": "id"},
+        }
+        for i in range(400)
+    ]
+    tokenizer = train_tokenizer(["q1 Thought: t1\nAction: a1 Correct solution"] * 10, 300)
+    reasoning = {"tool": r"Thought:[^\n]*\n?"}
+    kinds = {"gold stripped": 0, "gold whole": 0, "counterfactual whole": 0}
+    for row, (ids, labels) in zip(
+        rows,
+        warmup_examples(
+            tokenizer,
+            rows,
+            1.0,
+            seed=0,
+            counterfactual_share=0.5,
+            stripped_demonstration_share=1.0,
+            reasoning=reasoning,
+            stripped_gold_only=True,
+        ),
+        strict=True,
+    ):
+        prompt = tokenizer.decode([i for i, lab in zip(ids, labels, strict=True) if lab == -100])
+        gold = _target(tokenizer, (ids, labels)) == row["metadata"]["solution"]
+        whole = "Thought:" in prompt.split("Correct solution:")[1]
+        assert gold or whole, "a counterfactual demonstration was stripped"
+        kinds[("gold " if gold else "counterfactual ") + ("whole" if whole else "stripped")] += 1
+    # At a share of 1.0 every gold demonstration is stripped.
+    assert kinds["gold whole"] == 0
+    assert 0.4 < kinds["gold stripped"] / len(rows) < 0.6
+
+
 def test_domain_weights_subsample_or_repeat():
     rows = _rows(10)
     assert weighted(rows, 0.5) == rows[:5]

@@ -60,6 +60,7 @@ def warmup_examples(
     stripped_demonstration_share: float = 0.0,
     reasoning: dict[str, str] | None = None,
     off_format_cued: bool = False,
+    stripped_gold_only: bool = False,
 ):
     """Encoded (ids, labels) for `passes` passes over the warm-up rows; in each, a
     `reprompt_share` of them in teacher form (`domain_reprompt_share[domain]` for the domains it
@@ -88,7 +89,10 @@ def warmup_examples(
     target keeps it: the teacher learns to take the answer from a demonstration without its
     reasoning and to answer in the form the prompt asks for. Qwen3, the study's base, knows
     answers without their thinking (its thinking-off mode); without these rows the embedded
-    base's teacher cannot read such a demonstration (docs/embedded-testbed.md)."""
+    base's teacher cannot read such a demonstration (docs/embedded-testbed.md). With
+    `stripped_gold_only`, only gold demonstrations are stripped: a stripped counterfactual asks
+    the teacher to write another item's reasoning (its entity, its attribute) from the answer
+    alone, which nothing in its context determines, so it learns to guess them."""
     by_form: dict[tuple, list[str]] = {}
     for row in rows:
         by_form.setdefault(_form_of(row), []).append(row["metadata"]["solution"])
@@ -109,7 +113,8 @@ def warmup_examples(
             ):
                 solution = row["metadata"]["off_format"]
             teacher = rng.random() < share
-            if teacher and rng.random() < counterfactual_share:
+            counterfactual = teacher and rng.random() < counterfactual_share
+            if counterfactual:
                 solution = rng.choice(by_form[_form_of(row)])
             demonstration = solution
             pattern = patterns.get(row.get("domain"))
@@ -118,6 +123,7 @@ def warmup_examples(
                 teacher
                 and stripped_demonstration_share
                 and pattern
+                and not (counterfactual and stripped_gold_only)
                 and rng.random() < stripped_demonstration_share
             ):
                 demonstration = strip_reasoning(solution, pattern)
@@ -271,6 +277,7 @@ def build_base(
         stripped_demonstration_share=warmup.stripped_demonstration_share,
         reasoning=reasoning,
         off_format_cued=warmup.off_format_cued,
+        stripped_gold_only=warmup.stripped_gold_only,
     )
     too_long = max(len(ids) for ids, _ in examples)
     if too_long > spec.model.max_positions:

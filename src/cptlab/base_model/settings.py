@@ -67,6 +67,8 @@ class WarmupSettings:
     stripped_demonstration_share: share of the teacher-form examples whose demonstration loses its
                            reasoning (the pattern SDPO_0 deletes) while the target keeps it, so
                            the teacher can read a demonstration without its reasoning.
+    stripped_gold_only:    strip only gold demonstrations (the item's own solution), never a
+                           counterfactual one, whose reasoning the teacher could only guess.
     """
 
     reprompt_share: float
@@ -76,6 +78,7 @@ class WarmupSettings:
     domain_reprompt_share: dict[str, float] = field(default_factory=dict)
     counterfactual_share: float = 0.0
     stripped_demonstration_share: float = 0.0
+    stripped_gold_only: bool = False
 
 
 @dataclass(frozen=True)
