@@ -136,7 +136,10 @@ def test_each_finding_is_scored_from_the_paired_seeds(tmp_path):
     cfg = config()
     layout = write_results(tmp_path, cfg, NSS, BOXED)
     rows = by_finding(score_findings(cfg, layout))
-    assert list(rows) == ["1", "2", "3a", "3b", "4", "5a", "5b", "5c", "6", "control"]
+    assert list(rows) == [
+        *["1", "2", "3a", "3b", "4", "5a", "5b", "5c", "6"],
+        *["learninga", "learningb", "control"],
+    ]
     # 1: SDPO_0 - SDPO_5% id accuracy: math 40+-1 vs 35, science 60 vs 50 -> +7.5 points
     assert rows["1"]["value"] == pytest.approx(7.5) and rows["1"]["verdict"] == "agrees"
     # 2: CoT - SDPO_0 on math: -5, -6, +9 (seed 2) -> the interval covers 0
@@ -158,6 +161,11 @@ def test_each_finding_is_scored_from_the_paired_seeds(tmp_path):
     assert rows["control"]["value"] == pytest.approx(-20.0)
     assert rows["control"]["verdict"] == "agrees" and "math_id" in rows["control"]["quantity"]
 
+    # learning: math 30 -> 50 and science 30 -> 60 on every seed; the smallest is math's +20
+    for key in ("learninga", "learningb"):
+        assert rows[key]["value"] == pytest.approx(20.0) and rows[key]["verdict"] == "agrees"
+        assert "stage 1 math_id" in rows[key]["quantity"]
+
     paths = write_findings(cfg, layout)
     assert list(pd.read_csv(paths["findings"]).columns) == COLUMNS
     text = paths["html"].read_text()
@@ -172,6 +180,22 @@ def test_the_opposite_direction_contradicts_and_a_missing_method_is_not_measured
     for key in ("1", "2"):
         assert rows[key]["verdict"] == "not measured" and "needs" in rows[key]["note"]
     assert rows["control"]["verdict"] == "not measured"
+
+
+def test_a_stage_that_gains_under_ten_points_fails_the_learning_criterion(tmp_path):
+    cfg = config(methods=["grpo", "sdpo_frozen"])
+    layout = write_results(tmp_path, cfg, NSS, BOXED)
+    scores = pd.read_csv(layout.scores_csv)
+    late = (scores.method == "sdpo_frozen") & (scores.stage == 2)
+    science = late & (scores.benchmark == "science_id")
+    scores.loc[science, "accuracy"] = 0.37 + 0.01 * scores.loc[science, "seed"]  # +7, +8, +9
+    write_csv(layout.scores_csv, scores)
+    rows = by_finding(score_findings(cfg, layout))
+    assert rows["learninga"]["verdict"] == "agrees"
+    row = rows["learningb"]
+    assert row["value"] == pytest.approx(8.0) and "stage 2 science_id" in row["quantity"]
+    assert row["ci_low"] > 0 and row["verdict"] == "inconclusive"
+    assert "a gain under 10 points" in row["note"]
 
 
 def test_a_method_that_did_not_move_gives_no_ratio(tmp_path):

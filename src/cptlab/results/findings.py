@@ -1,5 +1,6 @@
 """The study's six findings (../shared/docs/paper.md), each scored on this run, plus the
-testbed's positive control for forgetting.
+testbed's two checks: every stage learns (GRPO and SDPO_0), and SFT forgets (the positive
+control).
 
 Every finding is one or more *parts*: a quantity measured per seed (most are paired
 differences between two methods on the same seed), its mean with a t-based 95% interval over
@@ -63,6 +64,8 @@ COLUMNS = [
 ]
 FORMAT_METRIC = "collapse/format/{token}/repeated_share"
 CONTROL_LOSS = -10.0  # points an earlier domain must lose under SFT (the control's bound)
+LEARNING_GAIN = 10.0  # points each stage must add to its own domain (the learning criterion)
+LEARNERS = {"a": "grpo", "b": "sdpo_0"}  # the methods the learning criterion holds for
 
 
 @dataclass(frozen=True)
@@ -204,6 +207,23 @@ def _earlier_drops(run: RunTables, role: str, seed: int) -> dict[str, float]:
                 if end is not None and trained is not None:
                     drops[b.name] = 100 * (end - trained)
     return drops
+
+
+def _stage_gains(run: RunTables, role: str, seed: int) -> dict[str, float]:
+    """Per stage: its domain's id accuracy after the stage minus after the stage before (the
+    base for stage 1), points, keyed by id benchmark."""
+    method = run.methods[role]
+    table = run.scores[(run.scores.method == method) & (run.scores.seed == seed)]
+    accuracy = {
+        (int(k), b): float(a) for k, b, a in table[["stage", "benchmark", "accuracy"]].values
+    }
+    gains = {}
+    for k, domain in enumerate(run.plan.sequence, start=1):
+        for b in run.plan.of_split("id"):
+            after, before = accuracy.get((k, b.name)), accuracy.get((k - 1, b.name))
+            if b.domain == domain and after is not None and before is not None:
+                gains[f"stage {k} {b.name}"] = 100 * (after - before)
+    return gains
 
 
 def _most_forgotten(drops: list[dict[str, float]]) -> str | None:
@@ -395,8 +415,41 @@ def _control_row(run: RunTables, methods: dict[str, str], present: set[str]) -> 
     return row
 
 
+def _learning_row(run: RunTables, methods: dict[str, str], present: set[str], part: str) -> dict:
+    """The learning criterion for one method: its stage with the smallest gain (chosen on the
+    mean over seeds). It passes (agrees) when the interval is above 0 and the mean at or above
+    LEARNING_GAIN."""
+    role = LEARNERS[part]
+    gains = {s: _stage_gains(run, role, s) for s in run.seeds()} if methods[role] in present else {}
+    names = {n for per_seed in gains.values() for n in per_seed}
+    smallest = (
+        min(sorted(names), key=lambda n: clm.nan_mean(g.get(n, math.nan) for g in gains.values()))
+        if names
+        else None
+    )
+    learning = Part(
+        "learning",
+        part,
+        "The testbed learns: every stage raises its own domain's id accuracy by at least "
+        f"{LEARNING_GAIN:.0f} points (mean over seeds)",
+        f"{methods[role]}: the smallest gain of a stage on its own domain's id benchmark, "
+        f"points ({smallest or 'each stage'})",
+        (role,),
+        lambda run, seed: gains[seed].get(smallest, math.nan),
+        +1,
+    )
+    if smallest is None:
+        return _row(learning, [], methods, f"needs {methods[role]}")
+    row = _row(learning, [learning.per_seed(run, s) for s in run.seeds()], methods)
+    if row["verdict"] == "agrees" and not row["value"] >= LEARNING_GAIN:
+        row["verdict"] = "inconclusive"
+        row["note"] = _with_note(row["note"], f"a gain under {LEARNING_GAIN:.0f} points")
+    return row
+
+
 def score_findings(config: dict, layout: Layout) -> pd.DataFrame:
-    """findings.csv's table: every Part, then the SFT forgetting control."""
+    """findings.csv's table: every Part, then the testbed's checks: the learning criterion
+    (GRPO, SDPO_0) and the SFT forgetting control."""
     methods = {**ROLES, **(config.get("findings", {}).get("methods") or {})}
     run = RunTables(config, layout, methods)
     present = set(run.plan.methods)
@@ -407,6 +460,7 @@ def score_findings(config: dict, layout: Layout) -> pd.DataFrame:
             rows.append(_row(part, [], methods, "needs " + ", ".join(methods[r] for r in missing)))
             continue
         rows.append(_row(part, [part.per_seed(run, s) for s in run.seeds()], methods))
+    rows += [_learning_row(run, methods, present, part) for part in LEARNERS]
     rows.append(_control_row(run, methods, present))
     return pd.DataFrame(rows, columns=COLUMNS)
 
