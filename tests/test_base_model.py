@@ -184,7 +184,8 @@ def test_cued_off_format_answers_only_the_cued_items_off_convention():
     assert off[0::2] == [_target(tokenizer, e).startswith("o") for e in examples[0::2]]
 
 
-def test_stripped_demonstrations_lose_their_reasoning_and_targets_keep_it():
+def _tool_rows() -> tuple[list[dict], object, dict[str, str]]:
+    """400 tool rows whose answers reason (`Thought:`), a tokenizer for them, and the pattern."""
     rows = [
         {
             "domain": "tool",
@@ -194,7 +195,11 @@ def test_stripped_demonstrations_lose_their_reasoning_and_targets_keep_it():
         for i in range(400)
     ]
     tokenizer = train_tokenizer(["q1 Thought: t1\nAction: a1 Correct solution"] * 10, 300)
-    reasoning = {"tool": r"Thought:[^\n]*\n?"}
+    return rows, tokenizer, {"tool": r"Thought:[^\n]*\n?"}
+
+
+def test_stripped_demonstrations_lose_their_reasoning_and_targets_keep_it():
+    rows, tokenizer, reasoning = _tool_rows()
     examples = warmup_examples(
         tokenizer, rows, 1.0, seed=0, stripped_demonstration_share=0.5, reasoning=reasoning
     )
@@ -212,16 +217,7 @@ def test_stripped_demonstrations_lose_their_reasoning_and_targets_keep_it():
 
 
 def test_gold_only_never_strips_a_counterfactual_demonstration():
-    rows = [
-        {
-            "domain": "tool",
-            "prompt": [{"role": "user", "content": f"q{i}"}],
-            "metadata": {"solution": f"Thought: t{i}\nAction: a{i}", "form": "id"},
-        }
-        for i in range(400)
-    ]
-    tokenizer = train_tokenizer(["q1 Thought: t1\nAction: a1 Correct solution"] * 10, 300)
-    reasoning = {"tool": r"Thought:[^\n]*\n?"}
+    rows, tokenizer, reasoning = _tool_rows()
     kinds = {"gold stripped": 0, "gold whole": 0, "counterfactual whole": 0}
     for row, (ids, labels) in zip(
         rows,
