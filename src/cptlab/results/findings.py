@@ -191,14 +191,17 @@ def _format_share(run: RunTables, role: str, seed: int) -> float:
     return float(table.groupby("stage")[columns].mean().max().max())
 
 
+def _accuracies(run: RunTables, role: str, seed: int) -> dict[tuple[int, str], float]:
+    """(stage, benchmark) -> accuracy of one chain, the base as stage 0."""
+    method = run.methods[role]
+    table = run.scores[(run.scores.method == method) & (run.scores.seed == seed)]
+    return {(int(k), b): float(a) for k, b, a in table[["stage", "benchmark", "accuracy"]].values}
+
+
 def _earlier_drops(run: RunTables, role: str, seed: int) -> dict[str, float]:
     """Per id benchmark of a domain trained before the last stage: its accuracy after the last
     stage minus after the stage that first trained its domain, points."""
-    method = run.methods[role]
-    table = run.scores[(run.scores.method == method) & (run.scores.seed == seed)]
-    accuracy = {
-        (int(k), b): float(a) for k, b, a in table[["stage", "benchmark", "accuracy"]].values
-    }
+    accuracy = _accuracies(run, role, seed)
     drops = {}
     for k, domain in enumerate(run.plan.sequence[:-1], start=1):
         for b in run.plan.of_split("id"):
@@ -212,11 +215,7 @@ def _earlier_drops(run: RunTables, role: str, seed: int) -> dict[str, float]:
 def _stage_gains(run: RunTables, role: str, seed: int) -> dict[str, float]:
     """Per stage: its domain's id accuracy after the stage minus after the stage before (the
     base for stage 1), points, keyed by id benchmark."""
-    method = run.methods[role]
-    table = run.scores[(run.scores.method == method) & (run.scores.seed == seed)]
-    accuracy = {
-        (int(k), b): float(a) for k, b, a in table[["stage", "benchmark", "accuracy"]].values
-    }
+    accuracy = _accuracies(run, role, seed)
     gains = {}
     for k, domain in enumerate(run.plan.sequence, start=1):
         for b in run.plan.of_split("id"):
