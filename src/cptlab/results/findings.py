@@ -225,12 +225,13 @@ def _stage_gains(run: RunTables, role: str, seed: int) -> dict[str, float]:
     return gains
 
 
-def _most_forgotten(drops: list[dict[str, float]]) -> str | None:
-    """The earlier id benchmark with the largest mean drop over the seeds' `drops`."""
-    names = {n for per_seed in drops for n in per_seed}
+def _lowest_mean(per_seed: list[dict[str, float]]) -> str | None:
+    """The key with the lowest mean over the seeds' values (`per_seed`, one dict per seed): the
+    earlier benchmark that drops most, the stage that gains least."""
+    names = {n for values in per_seed for n in values}
     if not names:
         return None
-    return min(sorted(names), key=lambda n: clm.nan_mean(d.get(n, math.nan) for d in drops))
+    return min(sorted(names), key=lambda n: clm.nan_mean(v.get(n, math.nan) for v in per_seed))
 
 
 def _paired(a: str, b: str, quantity) -> Callable[[RunTables, int], float]:
@@ -393,7 +394,7 @@ def _control_row(run: RunTables, methods: dict[str, str], present: set[str]) -> 
     It passes (agrees) when the interval is below 0 and the mean at or below CONTROL_LOSS."""
     ran = methods["sft"] in present
     drops = {s: _earlier_drops(run, "sft", s) for s in run.seeds()} if ran else {}
-    worst = _most_forgotten(list(drops.values()))
+    worst = _lowest_mean(list(drops.values()))
     control = Part(
         "control",
         "",
@@ -420,12 +421,7 @@ def _learning_row(run: RunTables, methods: dict[str, str], present: set[str], pa
     LEARNING_GAIN."""
     role = LEARNERS[part]
     gains = {s: _stage_gains(run, role, s) for s in run.seeds()} if methods[role] in present else {}
-    names = {n for per_seed in gains.values() for n in per_seed}
-    smallest = (
-        min(sorted(names), key=lambda n: clm.nan_mean(g.get(n, math.nan) for g in gains.values()))
-        if names
-        else None
-    )
+    smallest = _lowest_mean(list(gains.values()))
     learning = Part(
         "learning",
         part,
