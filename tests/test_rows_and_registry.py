@@ -112,12 +112,33 @@ def test_sdpo_0_demonstrations_lose_their_reasoning_and_stay_right(domain, answe
     stripped = [strip_reasoning(r["metadata"]["solution"], benchmark.reasoning) for r in rows]
     assert all(answer_only(text, row) for text, row in zip(stripped, rows, strict=True))
     changed = sum(t != r["metadata"]["solution"] for t, r in zip(stripped, rows, strict=True))
-    assert changed >= len(rows) / 4  # math: one of its three answer forms reasons
+    assert changed >= len(rows) / 4  # math: one of its two answer forms reasons
     verdicts = score_completions(rows, [[text] for text in stripped])
     assert all(v[0].reward == 1.0 for v in verdicts)
     # Evaluation benchmarks carry none; code answers have no reasoning to strip.
     assert get_benchmark(f"{domain}_id").reasoning is None
     assert get_benchmark("code_train").reasoning is None
+
+
+@pytest.mark.parametrize("domain", ["math", "science", "tool"])
+def test_a_stripped_demonstration_never_looks_like_a_whole_reference(domain):
+    """A teacher shown a stripped demonstration must be able to tell that the answer reasoned:
+    were a reference form the stripped form of another (math's former bare `\\boxed{n}`), the
+    warm-up would teach SDPO_0's teacher that such a demonstration asks for a bare answer."""
+    benchmark = get_benchmark(f"{domain}_train")
+    rows = load_benchmark(benchmark.name, n=200, seed=0)
+
+    def shape(text: str, row: dict) -> str:  # the answer's form, whatever the item
+        return text.replace(row["answer"], "<v>")
+
+    solutions = [(r["metadata"]["solution"], r) for r in rows]
+    whole = {shape(text, r) for text, r in solutions if not re.search(benchmark.reasoning, text)}
+    stripped = {
+        shape(strip_reasoning(text, benchmark.reasoning), r)
+        for text, r in solutions
+        if re.search(benchmark.reasoning, text)
+    }
+    assert stripped and not stripped & whole, sorted(stripped & whole)[:3]
 
 
 def _second_tool_phrasing(text: str) -> bool:

@@ -62,9 +62,12 @@ def make_item(rng: random.Random, form: str) -> Item:
         key=f"{kind}/{listed}/{phrasing}",
         user=f"{phrasing.format(l=listed)} {INSTRUCTION}",
         answer=str(value),
+        # No reference is a bare `\\boxed{n}`: that is what SDPO_0's stripped demonstration of a
+        # reasoned answer looks like, and a teacher that has seen bare references answer bare
+        # cannot tell from it that the successful answer reasoned (as in science and tool, whose
+        # every reference reasons; docs/embedded-testbed.md, "SDPO_0's math stage").
         solution=rng.choice(
             (
-                f"\\boxed{{{value}}}",
                 f"The answer is \\boxed{{{value}}}.",
                 f"The {kind} is {value}, so \\boxed{{{value}}}",
             )
