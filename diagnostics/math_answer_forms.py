@@ -20,14 +20,13 @@ succeeded. Two measurements:
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 from collections import Counter
 from pathlib import Path
 
 import torch
-from sdpo_signal import token_logps
+from sdpo_signal import responses_or_checkpoint, token_logps
 
 from cptlab.checkpoints import load_checkpoint
 from cptlab.domains.embedded.math import PHRASINGS
@@ -108,19 +107,7 @@ def forms_table(checkpoint: str, data: str, n: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--responses", type=Path, help="a results folder")
-    parser.add_argument("checkpoints", nargs="*", help="eval/ subfolders: base, grpo/seed0/stage1")
-    parser.add_argument("--checkpoint", help="a checkpoint folder")
-    parser.add_argument("--data", help="math_id rows (.jsonl)")
-    parser.add_argument("--n", type=int, default=150)
-    parser.add_argument("--threads", type=int, default=1)
-    args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-    if args.responses:
-        responses_table(args.responses, args.checkpoints or ["base"])
-    if args.checkpoint:
-        forms_table(args.checkpoint, args.data, args.n)
+    responses_or_checkpoint(__doc__, responses_table, forms_table, n=150)
 
 
 if __name__ == "__main__":

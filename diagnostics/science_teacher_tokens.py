@@ -25,14 +25,12 @@ Two measurements:
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import statistics
 from pathlib import Path
 
-import torch
-from sdpo_signal import divergences, token_logps
+from sdpo_signal import divergences, responses_or_checkpoint, token_logps
 
 from cptlab.checkpoints import load_checkpoint
 from cptlab.domains.registry import get_benchmark
@@ -142,19 +140,7 @@ def token_table(checkpoint: str, data: str, n: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--responses", type=Path, help="a results folder")
-    parser.add_argument("checkpoints", nargs="*", help="eval/ subfolders: base, grpo/seed0/stage2")
-    parser.add_argument("--checkpoint", help="a checkpoint folder")
-    parser.add_argument("--data", help="science_id rows (.jsonl)")
-    parser.add_argument("--n", type=int, default=120)
-    parser.add_argument("--threads", type=int, default=1)
-    args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-    if args.responses:
-        names_table(args.responses, args.checkpoints or ["base"])
-    if args.checkpoint:
-        token_table(args.checkpoint, args.data, args.n)
+    responses_or_checkpoint(__doc__, names_table, token_table, n=120)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+from pathlib import Path
 
 import torch
 
@@ -46,6 +47,25 @@ def token_logps(model, tokenizer, messages: list[dict], completion: str):
     distributions = torch.log_softmax(logits.float(), -1)
     logps = distributions.gather(1, tokens[:, None])[:, 0]
     return logps, distributions, [tokenizer.decode([t]) for t in ids[start:]]
+
+
+def responses_or_checkpoint(doc: str, responses_table, checkpoint_table, n: int) -> None:
+    """The command line of a probe with two measurements: `--responses RESULTS checkpoints...`
+    reads a results folder's evaluation responses (`responses_table(results, checkpoints)`);
+    `--checkpoint DIR --data ROWS --n N` loads a model (`checkpoint_table(dir, rows, n)`)."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("--responses", type=Path, help="a results folder")
+    parser.add_argument("checkpoints", nargs="*", help="eval/ subfolders: base, grpo/seed0/stage1")
+    parser.add_argument("--checkpoint", help="a checkpoint folder")
+    parser.add_argument("--data", help="the benchmark's rows (.jsonl)")
+    parser.add_argument("--n", type=int, default=n)
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    if args.responses:
+        responses_table(args.responses, args.checkpoints or ["base"])
+    if args.checkpoint:
+        checkpoint_table(args.checkpoint, args.data, args.n)
 
 
 def divergences(teacher: torch.Tensor, student: torch.Tensor) -> dict[str, torch.Tensor]:
