@@ -29,11 +29,13 @@ import torch
 from sdpo_signal import responses_or_checkpoint, token_logps
 
 from cptlab.checkpoints import load_checkpoint
+from cptlab.domains import get_benchmark
 from cptlab.domains.embedded.math import PHRASINGS
 from cptlab.rows import read_jsonl
 from cptlab.teacher_prompt import teacher_messages
 
 FORMS = ("bare", "plain", "reasoned")
+REASONING = get_benchmark("math_train").reasoning  # the step SDPO_0 strips
 
 
 def form_of(completion: str) -> str:
@@ -42,7 +44,7 @@ def form_of(completion: str) -> str:
         return "bare"
     if text.startswith("The answer is \\boxed{"):
         return "plain"
-    if re.match(r"The (?:second )?(?:largest|smallest) is \d+, so \\boxed\{", text):
+    if re.match(REASONING + r"\\boxed\{", text):
         return "reasoned"
     return "other"
 
@@ -61,15 +63,14 @@ def uncued(rows: list[dict]) -> list[dict]:
 
 
 def responses_table(results: Path, checkpoints: list[str]) -> None:
-    rows = {r["id"]: r for r in read_jsonl(results / "data" / "math_id.jsonl")}
+    rows = {r["id"]: r for r in uncued(read_jsonl(results / "data" / "math_id.jsonl"))}
     print("checkpoint | " + " | ".join(f"{f} (right)" for f in (*FORMS, "other")))
     for checkpoint in checkpoints:
         counts, right = Counter(), Counter()
         path = results / "eval" / checkpoint / "math_id.responses.jsonl"
         for line in path.read_text().splitlines():
             record = json.loads(line)
-            row = rows[record["id"]]
-            if row["metadata"].get("off_format_cue"):
+            if record["id"] not in rows:
                 continue
             form = form_of(record["completions"][0])
             counts[form] += 1
