@@ -123,6 +123,22 @@ def test_study_yaml_runs_every_findings_role_over_three_seeds():
     assert study["methods"]["sft_replay"]["training"]["replay_share"] == 0.25
 
 
+def test_the_matched_and_build_configs_change_only_what_they_name():
+    """matched.yaml: the study's training with a KL budget and a step cap; build1/2.yaml: the
+    study on another base seed. Neither changes anything else of the study's."""
+    study = load_config("config/study.yaml")
+    matched = load_config("config/matched.yaml")
+    assert matched["training"] == {**study["training"], "steps": 100, "kl_budget": 0.2}
+    assert matched["base"] == study["base"] and matched["methods"] == study["methods"]
+    assert matched["run"] == {**study["run"], "methods": ["grpo", "sdpo_frozen"]}
+    for seed in (1, 2):
+        build = load_config(f"config/build{seed}.yaml")
+        assert build["base"] == {**study["base"], "seed": seed}
+        assert build["training"] == study["training"] and build["data"] == study["data"]
+        assert build["run"] == {**study["run"], "methods": ["grpo", "sdpo_frozen", "sft"]}
+        assert build["experiment"] == f"build{seed}"
+
+
 def test_overrides_merge_last(tmp_path):
     config = load_config("config/config.yaml", {"evaluation": {"n": 7}})
     assert config["evaluation"]["n"] == 7 and config["evaluation"]["samples"] == 1

@@ -9,6 +9,7 @@ import math
 import pandas as pd
 import pytest
 
+from cptlab.artifacts import write_manifest
 from cptlab.layout import Layout
 from cptlab.results.aggregate import SCORE_COLUMNS, compute_metrics, write_csv
 from cptlab.results.findings import COLUMNS, score_findings, verdict, write_findings
@@ -196,6 +197,36 @@ def test_a_stage_that_gains_under_ten_points_fails_the_learning_criterion(tmp_pa
     assert row["value"] == pytest.approx(8.0) and "stage 2 science_id" in row["quantity"]
     assert row["ci_low"] > 0 and row["verdict"] == "inconclusive"
     assert "a gain under 10 points" in row["note"]
+
+
+def test_each_row_says_whether_its_methods_moved_equally_far(tmp_path):
+    """With the same training.kl_budget for both methods a row compares them at a matched
+    movement, and names the stages that reached their step cap before the budget; a method
+    without the budget (SFT) stays at its configured settings."""
+    cfg = config(methods=["grpo", "sdpo_frozen", "sft"])
+    layout = write_results(tmp_path, cfg, NSS, BOXED)
+    assert set(score_findings(cfg, layout)["comparison"]) == {"configured settings"}
+
+    cfg["methods"] = {
+        "grpo": {"trainer": "grpo"},
+        "sdpo_frozen": {"trainer": "sdpo", "teacher_model_kind": "frozen"},
+        "sft": {"trainer": "sft", "training": {"kl_budget": None}},
+    }
+    cfg["training"] = {"kl_budget": 0.3}
+    for method in cfg["methods"]:
+        for seed in cfg["run"]["seeds"]:
+            for stage, domain in enumerate(cfg["run"]["sequence"], start=1):
+                reached = None if (method, seed, stage) == ("sdpo_frozen", 1, 2) else {"step": 7}
+                write_manifest(
+                    layout.stage_dir(method, seed, stage, domain),
+                    {"kl_budget": {"budget": 0.3, "reached": reached}},
+                )
+    rows = by_finding(score_findings(cfg, layout))
+    matched = "matched movement: KL 0.3 to each stage's start"
+    assert rows["4"]["comparison"] == matched and rows["learninga"]["comparison"] == matched
+    assert "step cap below the budget: sdpo_frozen seed 1 stage 2" in rows["4"]["note"]
+    assert "step cap" not in rows["learninga"]["note"]
+    assert rows["control"]["comparison"] == "configured settings"
 
 
 def test_a_method_that_did_not_move_gives_no_ratio(tmp_path):

@@ -323,3 +323,35 @@ def test_sft_trains_on_the_reference_answers(world):
     config["data"]["domains"]["nosolution"] = {"train": "nosolution_train"}
     with pytest.raises(ConfigError, match="row 'tiny_train-0003' has no metadata.solution"):
         run(world, "sft-bad", "sft", config, domain="nosolution")
+
+
+def test_kl_budget_ends_the_stage_at_the_first_step_that_reaches_it(world):
+    """A matched movement: with `kl_budget` the stage ends at the first step whose probe KL to
+    the stage start reaches the budget, with that step's weights (the same as the uncapped
+    run's at that step); `steps` stays the cap. A budget without the probe is a config error."""
+    config = json.loads(json.dumps(world["config"]))
+    config["training"].update(save_steps=1, save_total_limit=4)  # every step's weights
+    run(world, "uncapped", config=config)
+    uncapped = world["dir"] / "uncapped"
+    lines = (uncapped / "out" / "train_log.jsonl").read_text().splitlines()
+    kls = [json.loads(line)["kl_to_start"] for line in lines]
+    # The first step (after step 1) whose KL exceeds every earlier step's: the budget's stop.
+    stop = next(s for s in range(2, len(kls)) if kls[s - 1] > max(kls[: s - 1]))
+    config["training"]["kl_budget"] = kls[stop - 1]
+    manifest = run(world, "budget", config=config)
+    assert manifest["status"] == "complete" and manifest["steps_done"] == stop
+    assert manifest["kl_budget"] == {
+        "budget": kls[stop - 1],
+        "reached": {"step": stop, "kl_to_start": kls[stop - 1]},
+    }
+    out = load_file(world["dir"] / "budget" / "out" / "model.safetensors")
+    same = load_file(uncapped / "state" / f"checkpoint-{stop}" / "model.safetensors")
+    assert all(torch.equal(out[k], same[k]) for k in same)
+
+    config["training"]["kl_budget"] = 10 * max(kls)  # never reached: the cap ends the stage
+    manifest = run(world, "budget-cap", config=config)
+    assert manifest["steps_done"] == len(kls) and manifest["kl_budget"]["reached"] is None
+
+    config["training"]["kl_probe"] = {"prompts": 0}
+    with pytest.raises(ConfigError, match="kl_budget .* kl_probe.prompts"):
+        run(world, "budget-noprobe", config=config)

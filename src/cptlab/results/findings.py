@@ -11,8 +11,11 @@ seeds, and the direction the study reports. The verdict of a part:
     inconclusive    it covers the null value, or there is one seed (no interval)
     not measured    a method it needs is not in run.methods (or its outputs are missing)
 
-Methods play roles (`findings.methods` in the config: which method is GRPO, SDPO_0, ...). All
-comparisons are at the configured settings of each method, not at a matched movement.
+Methods play roles (`findings.methods` in the config: which method is GRPO, SDPO_0, ...). A
+row's `comparison` says how its methods were matched: at their configured settings (the same
+steps and learning rate), or at a matched movement when each ends every stage at the same KL to
+the stage start (`training.kl_budget`); a stage that reached its step cap first is named in the
+row's note.
 
 Inputs: scores.csv, cl_metrics.csv, each stage's train_log.jsonl, and per chain the drift
 folder's params_summary.csv, responses_summary.csv and artifact_trend_log.csv
@@ -31,13 +34,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from cptlab.artifacts import atomic_write_text
+from cptlab.artifacts import MANIFEST, atomic_write_text, read_manifest
 from cptlab.drift.tables import read_json_lines
 from cptlab.layout import Layout
 from cptlab.plan import Plan
 from cptlab.results import cl_metrics as clm
 from cptlab.results.aggregate import read_csv, write_csv
-from cptlab.train.spec import training_section
+from cptlab.train.spec import method_settings, training_section
 
 ROLES = {
     "grpo": "grpo",
@@ -102,6 +105,10 @@ class RunTables:
         self.scores = read_csv(layout.scores_csv)
         self.last = max(self.plan.stages)
         self.format_tokens = list(training_section(config)["collapse"]["format_tokens"])
+        self.kl_budgets = {
+            name: method_settings(config, name)[2]["kl_budget"]
+            for name in config.get("methods") or {}
+        }
 
     def metric(self, role: str, seed: int, stage: int, metric: str, benchmark: str) -> float:
         m = self.metrics
@@ -120,6 +127,26 @@ class RunTables:
 
     def seeds(self) -> list[int]:
         return list(self.plan.seeds)
+
+    def comparison(self, roles: tuple[str, ...]) -> tuple[str, str]:
+        """(how the methods of `roles` are compared, a note naming the stages that missed the
+        match): a matched movement when each method ends every stage at the same kl_budget."""
+        budgets = {self.kl_budgets.get(self.methods[role]) for role in roles}
+        if len(budgets) != 1 or None in budgets:
+            return "configured settings", ""
+        budget = budgets.pop()
+        capped = []
+        for role in roles:
+            method = self.methods[role]
+            for seed in self.seeds():
+                for k, domain in enumerate(self.plan.sequence, start=1):
+                    stage = self.layout.stage_dir(method, seed, k, domain)
+                    if not (stage / MANIFEST).is_file():
+                        continue
+                    if read_manifest(stage)["kl_budget"]["reached"] is None:
+                        capped.append(f"{method} seed {seed} stage {k}")
+        note = f"stopped at the step cap below the budget: {', '.join(capped)}" if capped else ""
+        return f"matched movement: KL {budget:g} to each stage's start", note
 
 
 # ----- the quantities ---------------------------------------------------------------------------
@@ -357,7 +384,10 @@ def verdict(low: float, high: float, n: int, direction: int, null: float) -> str
     return "inconclusive"
 
 
-def _row(part: Part, values: list[float], methods: dict[str, str], note: str = "") -> dict:
+def _row(part: Part, values: list[float], run: RunTables, note: str = "") -> dict:
+    methods = run.methods
+    comparison, unmatched = run.comparison(part.roles)
+    note = _with_note(note, unmatched)
     mean, _, low, high, n = clm.mean_ci(values)
     finite = [v for v in values if np.isfinite(v)]
     if not finite:
@@ -379,7 +409,7 @@ def _row(part: Part, values: list[float], methods: dict[str, str], note: str = "
         "null": part.null,
         "study_direction": "above" if part.direction > 0 else "below",
         "verdict": status,
-        "comparison": "configured settings",
+        "comparison": comparison,
         "note": note,
     }
 
@@ -407,8 +437,8 @@ def _control_row(run: RunTables, methods: dict[str, str], present: set[str]) -> 
         -1,
     )
     if worst is None:
-        return _row(control, [], methods, f"needs {methods['sft']} over two stages or more")
-    row = _row(control, [control.per_seed(run, s) for s in run.seeds()], methods)
+        return _row(control, [], run, f"needs {methods['sft']} over two stages or more")
+    row = _row(control, [control.per_seed(run, s) for s in run.seeds()], run)
     if row["verdict"] == "agrees" and not row["value"] <= CONTROL_LOSS:
         row["verdict"] = "inconclusive"
         row["note"] = _with_note(row["note"], f"a loss under {-CONTROL_LOSS:.0f} points")
@@ -434,8 +464,8 @@ def _learning_row(run: RunTables, methods: dict[str, str], present: set[str], pa
         +1,
     )
     if smallest is None:
-        return _row(learning, [], methods, f"needs {methods[role]}")
-    row = _row(learning, [learning.per_seed(run, s) for s in run.seeds()], methods)
+        return _row(learning, [], run, f"needs {methods[role]}")
+    row = _row(learning, [learning.per_seed(run, s) for s in run.seeds()], run)
     if row["verdict"] == "agrees" and not row["value"] >= LEARNING_GAIN:
         row["verdict"] = "inconclusive"
         row["note"] = _with_note(row["note"], f"a gain under {LEARNING_GAIN:.0f} points")
@@ -452,9 +482,9 @@ def score_findings(config: dict, layout: Layout) -> pd.DataFrame:
     for part in PARTS:
         missing = [r for r in part.roles if methods[r] not in present]
         if missing:
-            rows.append(_row(part, [], methods, "needs " + ", ".join(methods[r] for r in missing)))
+            rows.append(_row(part, [], run, "needs " + ", ".join(methods[r] for r in missing)))
             continue
-        rows.append(_row(part, [part.per_seed(run, s) for s in run.seeds()], methods))
+        rows.append(_row(part, [part.per_seed(run, s) for s in run.seeds()], run))
     rows += [_learning_row(run, methods, present, part) for part in LEARNERS]
     rows.append(_control_row(run, methods, present))
     return pd.DataFrame(rows, columns=COLUMNS)
@@ -486,14 +516,16 @@ def findings_html(table: pd.DataFrame) -> str:
         "value [95% CI]",
         "seeds",
         "verdict",
+        "comparison",
         "note",
     ]
     lines = [
         "<html><head><meta charset='utf-8'><title>Findings</title></head><body>",
         "<h2>The study's findings, scored on this run</h2>",
         "<p>Values are means over seeds with a t-based 95% interval; a verdict agrees when the "
-        "interval lies on the study's side of no effect. Every comparison is at the configured "
-        "settings of each method (not at a matched movement).</p>",
+        "interval lies on the study's side of no effect. The comparison column says whether the "
+        "methods ran at their configured settings (the same steps and learning rate) or at a "
+        "matched movement (each stage ended at the same KL to its start).</p>",
         "<table border='1' cellpadding='4' style='border-collapse:collapse'>",
         "<tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>",
     ]
@@ -506,6 +538,7 @@ def findings_html(table: pd.DataFrame) -> str:
             _interval(row),
             str(row["n_seeds"]),
             row["verdict"],
+            row["comparison"],
             row["note"],
         ]
         colour = VERDICT_COLOURS.get(row["verdict"], "#ffffff")

@@ -43,6 +43,8 @@ class StageRecorder:
         monitor (`CollapseMonitor`): collapse statistics and thresholds.
         probe (`KLProbe | None`): the fixed probe for KL to the stage start.
         success_reward_threshold (`float`): reward counted as a success.
+        kl_budget (`float | None`): stop the stage at the first probe measurement whose
+            `kl_to_start` is at least this (`training.kl_budget`).
     """
 
     log_path: Path
@@ -50,8 +52,10 @@ class StageRecorder:
     monitor: CollapseMonitor
     probe: KLProbe | None = None
     success_reward_threshold: float = 1.0
+    kl_budget: float | None = None
     # outcome
     stopped: dict | None = None
+    budget_reached: dict | None = None
     step_started: float | None = field(default=None, repr=False)
 
 
@@ -199,6 +203,18 @@ class StageTrainerMixin:
                 "last_ok_step": rec.monitor.last_ok_step,
             }
             self.control.should_training_stop = True
+        if rec.kl_budget is not None and rec.stopped is None:
+            self.stop_at_budget(logged_step, record.get("kl_to_start"))
+
+    def stop_at_budget(self, logged_step: int, kl: float | None) -> None:
+        """End the stage once the probe's KL to the stage start reaches `kl_budget`; the
+        weights of this step are the stage's."""
+        kl = gather_object([kl])[0]  # process 0's measurement decides for every process
+        if kl is None or kl < self.recorder.kl_budget:
+            return
+        log.info("KL to the stage start %.4f reached the budget: the stage ends", kl)
+        self.recorder.budget_reached = {"step": logged_step, "kl_to_start": kl}
+        self.control.should_training_stop = True
 
 
 def tied_copies(model: torch.nn.Module) -> set[str]:

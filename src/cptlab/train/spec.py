@@ -43,6 +43,7 @@ TRAINING_DEFAULTS: dict[str, Any] = {
     "compact_generation": False,
     "replay_share": 0.0,
     "kl_probe": {"prompts": 8, "max_tokens": 128, "every": 1},
+    "kl_budget": None,
     "collapse": {
         "ngram": 4,
         "format_tokens": {"boxed": "\\boxed"},
@@ -292,5 +293,10 @@ def _check_semantics(trainer: str, p: dict, t: dict, where: str) -> None:
                 f"{where}: a live teacher is the student; "
                 "it takes no teacher_anchor/teacher_anchor_mix"
             )
+    if t["kl_budget"] is not None and t["kl_probe"]["prompts"] == 0:
+        raise ConfigError(
+            f"{where}: training.kl_budget stops a stage on the KL probe's measurement; "
+            "set kl_probe.prompts above 0"
+        )
     if t["bf16"] and t["dtype"] == "float16":
         raise ConfigError(f"{where}: bf16 mixed precision with float16 weights; use dtype bfloat16")

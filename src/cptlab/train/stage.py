@@ -243,6 +243,7 @@ def build_trainer(
         success_reward_threshold=settings.params.get(
             "success_reward_threshold", METHOD_DEFAULTS["sdpo"]["success_reward_threshold"]
         ),
+        kl_budget=t["kl_budget"],
     )
     if settings.trainer == "sft":
         return CptSFTTrainer(
@@ -478,6 +479,10 @@ def train_stage(
     manifest = {
         "status": "complete" if stopped is None else "stopped",
         "stopped": stopped,
+        "kl_budget": {
+            "budget": settings.training["kl_budget"],
+            "reached": trainer.recorder.budget_reached,  # {step, kl_to_start}, None at the cap
+        },
         "method": method,
         "trainer": settings.trainer,
         "domain": domain,
