@@ -109,6 +109,10 @@ class RunTables:
             name: method_settings(config, name)[2]["kl_budget"]
             for name in config.get("methods") or {}
         }
+        # Read once: every row of a method with a budget names the stages that missed it.
+        self.capped = {
+            m: self._capped_stages(m) for m in self.plan.methods if self.kl_budgets.get(m)
+        }
 
     def metric(self, role: str, seed: int, stage: int, metric: str, benchmark: str) -> float:
         m = self.metrics
@@ -134,19 +138,21 @@ class RunTables:
         budgets = {self.kl_budgets.get(self.methods[role]) for role in roles}
         if len(budgets) != 1 or None in budgets:
             return "configured settings", ""
-        budget = budgets.pop()
-        capped = []
-        for role in roles:
-            method = self.methods[role]
-            for seed in self.seeds():
-                for k, domain in enumerate(self.plan.sequence, start=1):
-                    stage = self.layout.stage_dir(method, seed, k, domain)
-                    if not (stage / MANIFEST).is_file():
-                        continue
-                    if read_manifest(stage)["kl_budget"]["reached"] is None:
-                        capped.append(f"{method} seed {seed} stage {k}")
+        capped = [stage for role in roles for stage in self.capped.get(self.methods[role], [])]
         note = f"stopped at the step cap below the budget: {', '.join(capped)}" if capped else ""
-        return f"matched movement: KL {budget:g} to each stage's start", note
+        return f"matched movement: KL {budgets.pop():g} to each stage's start", note
+
+    def _capped_stages(self, method: str) -> list[str]:
+        """The stages of `method` that reached their step cap before the KL budget."""
+        capped = []
+        for seed in self.seeds():
+            for k, domain in enumerate(self.plan.sequence, start=1):
+                stage = self.layout.stage_dir(method, seed, k, domain)
+                if (stage / MANIFEST).is_file() and read_manifest(stage)["kl_budget"][
+                    "reached"
+                ] is None:
+                    capped.append(f"{method} seed {seed} stage {k}")
+        return capped
 
 
 # ----- the quantities ---------------------------------------------------------------------------
@@ -418,10 +424,11 @@ def _with_note(note: str, more: str) -> str:
     return "; ".join(filter(None, [note, more]))
 
 
-def _control_row(run: RunTables, methods: dict[str, str], present: set[str]) -> dict:
+def _control_row(run: RunTables, present: set[str]) -> dict:
     """The positive control: the earlier domain SFT forgets most (chosen on the mean over
     seeds), its per-seed drops paired with the same seeds' accuracies at the end of its stage.
     It passes (agrees) when the interval is below 0 and the mean at or below CONTROL_LOSS."""
+    methods = run.methods
     ran = methods["sft"] in present
     drops = {s: _earlier_drops(run, "sft", s) for s in run.seeds()} if ran else {}
     worst = _lowest_mean(list(drops.values()))
@@ -445,10 +452,11 @@ def _control_row(run: RunTables, methods: dict[str, str], present: set[str]) -> 
     return row
 
 
-def _learning_row(run: RunTables, methods: dict[str, str], present: set[str], part: str) -> dict:
+def _learning_row(run: RunTables, present: set[str], part: str) -> dict:
     """The learning criterion for one method: its stage with the smallest gain (chosen on the
     mean over seeds). It passes (agrees) when the interval is above 0 and the mean at or above
     LEARNING_GAIN."""
+    methods = run.methods
     role = LEARNERS[part]
     gains = {s: _stage_gains(run, role, s) for s in run.seeds()} if methods[role] in present else {}
     smallest = _lowest_mean(list(gains.values()))
@@ -485,8 +493,8 @@ def score_findings(config: dict, layout: Layout) -> pd.DataFrame:
             rows.append(_row(part, [], run, "needs " + ", ".join(methods[r] for r in missing)))
             continue
         rows.append(_row(part, [part.per_seed(run, s) for s in run.seeds()], run))
-    rows += [_learning_row(run, methods, present, part) for part in LEARNERS]
-    rows.append(_control_row(run, methods, present))
+    rows += [_learning_row(run, present, part) for part in LEARNERS]
+    rows.append(_control_row(run, present))
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
