@@ -1,5 +1,5 @@
-"""Code hashes from the import graph (cptlab.provenance.SourceTree) on a constructed package, and
-provenance files that change only with their content."""
+"""Code hashes from the import graph (cptlab.provenance.SourceTree) on a constructed package;
+staged records dated by whether the committed one holds them, and committed by the job."""
 
 from __future__ import annotations
 
@@ -9,8 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from cptlab.cli import COMMAND_MODULES
-from cptlab.provenance import DATA_FILES, SourceTree, write_if_changed
+from cptlab.cli import COMMAND_MODULES, main
+from cptlab.provenance import (
+    DATA_FILES,
+    SETTLED,
+    SourceTree,
+    commit,
+    committed_path,
+    stage,
+    staged_path,
+    write_if_changed,
+)
 
 
 def package(root: Path, files: dict[str, str]) -> Path:
@@ -133,3 +142,49 @@ def test_write_if_changed_keeps_the_modification_time(tmp_path):
     assert path.stat().st_mtime == 1e9
     write_if_changed(path, {"a": 2, "b": [2]})
     assert path.stat().st_mtime > 1e9 and '"a": 2' in path.read_text()
+
+
+RECORD = {"command": "evaluate-checkpoint", "code": "0123", "settings": {"n": 4}}
+
+
+def test_a_staged_record_is_named_by_its_content_and_leads_back_to_its_committed_file(tmp_path):
+    committed = Path("results/exp/provenance/evaluate/base.json")
+    first = staged_path(committed, "a", tmp_path)
+    assert first.parent == tmp_path / committed.parent and first.name.startswith("base.")
+    assert staged_path(committed, "b", tmp_path) != first
+    assert committed_path(first, tmp_path) == committed
+
+
+def test_staged_is_stale_until_the_job_commits_and_nothing_goes_to_results(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    committed = Path("results/exp/provenance/job.json")
+    staged = stage(committed, RECORD, tmp_path / "staged")
+    assert not Path("results").exists()  # staging never writes under results/
+    assert staged.stat().st_mtime > SETTLED  # no record committed: stale, dated now
+    assert commit(staged, tmp_path / "staged") == committed
+    assert committed.read_text() == staged.read_text()
+    assert stage(committed, RECORD, tmp_path / "staged").stat().st_mtime == SETTLED
+    other = stage(committed, {**RECORD, "settings": {"n": 5}}, tmp_path / "staged")
+    assert other != staged and other.stat().st_mtime > SETTLED
+    before = committed.stat().st_mtime_ns
+    assert stage(committed, RECORD, tmp_path / "staged") == staged  # back: settled again
+    assert staged.stat().st_mtime == SETTLED and committed.stat().st_mtime_ns == before
+
+
+def test_a_stale_record_is_dated_now_even_if_staged_long_before(tmp_path, monkeypatch):
+    """Staged by an earlier preview, then the job ran with another record: the staged file
+    must be newer than those outputs, not keep its first date."""
+    monkeypatch.chdir(tmp_path)
+    committed = Path("results/exp/provenance/job.json")
+    staged = stage(committed, RECORD, tmp_path / "staged")
+    os.utime(staged, (1e9, 1e9))
+    assert stage(committed, RECORD, tmp_path / "staged").stat().st_mtime > 1e9
+
+
+def test_commit_provenance_is_a_subcommand(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    committed = Path("results/exp/provenance/job.json")
+    staged = stage(committed, RECORD, Path(".snakemake/cptlab"))
+    assert main(["commit-provenance", str(staged)]) == 0
+    assert committed.read_text() == staged.read_text()
+    assert main(["commit-provenance", ".snakemake/cptlab/results/gone.0123.json"]) == 2

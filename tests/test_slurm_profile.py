@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -35,6 +36,8 @@ from pathlib import Path
 import pytest
 import yaml
 from workflow_helpers import BIN, ROOT, copy_workflow, edited_config, snakemake
+
+from cptlab.provenance import STAGED, committed_path
 
 pytestmark = pytest.mark.integration
 
@@ -192,12 +195,14 @@ def submitted(tmp_path_factory):
     manifest = runs / f"stage1_{PAPER['run']['sequence'][0]}" / "manifest.json"
     manifest.parent.mkdir(parents=True)
     manifest.write_text("{}\n")
-    # A dry run writes every job's provenance file (cptlab.provenance); as in a finished run,
-    # the outputs above are newer than their provenance.
+    # As in a finished run, every job's provenance is committed (cptlab.provenance): what a dry
+    # run stages, copied to results/, so that only the missing outputs decide what runs.
     planned = snakemake(work, "-n", "--configfile", "config/paper.yaml", "--cores", "1")
     assert planned.returncode == 0, planned.stderr[-3000:]
-    for path in (work / "results" / PAPER["experiment"] / "provenance").rglob("*.json"):
-        os.utime(path, (1e8, 1e8))
+    for staged in (work / STAGED).rglob("*.json"):
+        committed = work / committed_path(staged.relative_to(work))
+        committed.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(staged, committed)
 
     state = tmp_path_factory.mktemp("fake_slurm")
     fake_bin = install_fake_slurm(state)

@@ -15,29 +15,22 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from workflow_helpers import copy_workflow, edited_config, planned_jobs, snakemake
+from workflow_helpers import (
+    METHODS,
+    SMOKE,
+    STAGES,
+    copy_workflow,
+    downstream,
+    edited_config,
+    planned_jobs,
+    snakemake,
+)
 
 from cptlab.provenance import SourceTree
 
 pytestmark = pytest.mark.integration
 
-SMOKE = "config/smoke.yaml"
-STAGES, METHODS = 2, 2
 EVAL_BENCHMARKS = 3  # math_id, science_id, logic_ood; one evaluation job per checkpoint
-
-
-def downstream(chains: int) -> dict:
-    """What any change of an evaluation reruns after it: the tables, figures and the drift
-    analyses of the `chains` (method x seed) it touches."""
-    return {
-        "aggregate": 1,
-        "figures": 1,
-        "findings": 1,
-        "drift_chain": chains,
-        "dataset_distance": 1,
-        "drift_figures": 1,
-        "all": 1,
-    }
 
 
 @pytest.fixture(scope="module")
@@ -47,8 +40,7 @@ def smoke(tmp_path_factory) -> Path:
     env = {"OMP_NUM_THREADS": "1", "PYTHONPROFILEIMPORTTIME": "1"}
     done = snakemake(workdir, "--cores", "2", "--configfile", SMOKE, env=env)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    # The finished results as a colleague receives them, before any test's dry run rewrites a
-    # provenance file in the workdir.
+    # The finished results as a colleague receives them.
     shutil.copytree(workdir / "results", workdir.parent / "finished_results", symlinks=True)
     return workdir
 
@@ -288,7 +280,7 @@ def test_a_colleagues_copy_reruns_exactly_what_a_method_key_changes(colleague, t
 
 def test_the_paper_config_plans_the_whole_study(tmp_path):
     """config/paper.yaml: 4 methods x 4 stages, each of the 17 checkpoints on the 10
-    benchmarks in one job (planned in a copy: parsing writes results/paper/ provenance)."""
+    benchmarks in one job (planned in a copy: Snakemake keeps its state in .snakemake/)."""
     jobs = planned_jobs(copy_workflow(tmp_path), "--configfile", "config/paper.yaml")
     assert jobs["train_stage"] == 16
     assert jobs["evaluate_base"] == 1 and jobs["evaluate_stage"] == 16

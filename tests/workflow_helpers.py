@@ -22,6 +22,25 @@ TWO_PROCESSES = (
 )
 
 
+# config/smoke.yaml: two methods of one seed over two stages, three evaluation benchmarks.
+SMOKE = "config/smoke.yaml"
+STAGES, METHODS = 2, 2
+
+
+def downstream(chains: int) -> dict:
+    """What any change of an evaluation reruns after it: the tables, figures and the drift
+    analyses of the `chains` (method x seed) it touches."""
+    return {
+        "aggregate": 1,
+        "figures": 1,
+        "findings": 1,
+        "drift_chain": chains,
+        "dataset_distance": 1,
+        "drift_figures": 1,
+        "all": 1,
+    }
+
+
 def copy_workflow(dest: Path) -> Path:
     """Snakefile, workflow/, config/, profiles, and src/cptlab (the code the hashes read)."""
     shutil.copy2(ROOT / "Snakefile", dest / "Snakefile")
@@ -52,7 +71,12 @@ def planned_jobs(workdir: Path, *args: str, env: dict | None = None) -> Counter:
     done = snakemake(workdir, "-n", "--cores", "2", *args, env=env)
     if done.returncode != 0:
         raise AssertionError(f"dry run failed:\n{done.stdout}\n{done.stderr}")
-    text = done.stdout + done.stderr
+    return job_stats(done.stdout + done.stderr)
+
+
+def job_stats(text: str) -> Counter:
+    """Jobs per rule of the "Job stats" table that Snakemake prints before it runs them (or
+    plans them, with -n); empty when nothing is to be done."""
     if "Nothing to be done" in text:
         return Counter()
     table = text.split("Job stats:", 1)[1]

@@ -29,6 +29,7 @@ COMMAND_MODULES = (
     "cptlab.results.cli",
     "cptlab.drift.cli",
     "cptlab.config_reference",
+    "cptlab.provenance",
 )
 
 

@@ -4,7 +4,8 @@ The Snakefile and every package module take their paths from `Layout`, so the tr
 written once. Methods accept wildcard placeholders as well as values
 (`layout.stage_dir("{method}", "{seed}", "{stage}", "{domain}")` is a Snakemake pattern).
 
-    config.json                                    the effective config the CLI reads
+    config.json                                    the effective config the CLI reads (written by
+                                                   a run that executes jobs, never a dry run)
     data/<benchmark>.jsonl                         canonical rows of every split
     base/                                          the built base model, manifest.json last
     runs/<method>/seed<s>/stage<k>_<domain>/       a stage's checkpoint, train_log.jsonl,
@@ -20,8 +21,9 @@ written once. Methods accept wildcard placeholders as well as values
     drift/datasets/, drift/figures/                distances between data sets; drift plots
     report.html                                    Snakemake's report
     provenance/<job>.json                          what each job's outputs depend on (settings
-                                                   and code hash): reruns are decided from
-                                                   these files, so they travel with results/
+                                                   and code hash), committed by the job when it
+                                                   succeeded: reruns are decided from these
+                                                   files, so they travel with results/
     logs/<job>.log, benchmarks/<job>.tsv           each job's log and Snakemake timing
 """
 

@@ -1,12 +1,19 @@
 """What a workflow job's outputs depend on, kept with the outputs so that reruns are decided from
-`results/` alone.
+`results/` alone, and changed only by a job that ran.
 
-Each job declares one provenance file (`Layout.provenance_file`) as an input: the settings it
-reads and the hash of the code it runs. The Snakefile rewrites the file only when that content
-changes, so a changed setting or source makes the file newer than the job's outputs and
-Snakemake reruns the job and what reads it. Because the file lives in results/<experiment>/, a
-results folder copied to another clone (`cp -a`, without `.snakemake/`) keeps its reruns
-exact.
+Each job has a provenance record: the settings it reads and the hash of the code it runs. The
+record a finished job ran with is *committed* in `results/<experiment>/provenance/<job>.json`
+(`Layout.provenance_file`), so a results folder copied to another clone (`cp -a`, without
+`.snakemake/`) keeps its reruns exact.
+
+Parsing the Snakefile never writes there: a dry run, a lint, a report or a preview of another
+config leaves the results folder as it was. Instead each invocation *stages* the record it wants
+(`stage`): a content-addressed copy under `.snakemake/cptlab/`, which the job declares as an
+input. The staged file is dated long ago when the committed record already says the same, and
+now when it does not, so Snakemake reruns exactly the jobs whose settings or code changed (and
+what reads their outputs). The job's last step, after its command succeeded, commits the staged
+record (`cptlab commit-provenance`); a job that fails or is killed leaves the old record, and
+the next invocation reruns it.
 
 The code hash of a subcommand is computed, not listed: every cptlab module its handler imports,
 followed through the import graph (imports inside functions count, since a lazy import is still
@@ -15,14 +22,17 @@ a dependency), plus the package data those modules read (DATA_FILES).
 
 from __future__ import annotations
 
+import argparse
 import ast
 import hashlib
 import json
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from cptlab.artifacts import atomic_write_text
+from cptlab.cli import arg, command
 
 PACKAGE = "cptlab"
 PACKAGE_ROOT = Path(__file__).resolve().parent
@@ -139,11 +149,71 @@ class SourceTree:
         return digest.hexdigest()[:16]
 
 
+# Where invocations stage the records they want, beside Snakemake's own state and outside results/.
+STAGED = Path(".snakemake") / "cptlab"
+# The date of a staged record that the committed one already holds: older than any output.
+SETTLED = 86400.0
+
+
+def render(record: Mapping[str, Any], sort_keys: bool = True) -> str:
+    """The text of a record as it is staged and committed (so equal records are equal files)."""
+    return json.dumps(record, indent=2, sort_keys=sort_keys, default=str) + "\n"
+
+
+def staged_path(committed: Path, text: str, root: Path = STAGED) -> Path:
+    """Where the record `text` for the committed file `committed` (relative to the working
+    folder, as Layout's paths are) is staged: named by its content, so invocations that want
+    different records never share a file."""
+    if committed.is_absolute():
+        raise ValueError(f"{committed}: a committed provenance path must be relative")
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    return root / committed.with_name(f"{committed.stem}.{digest}{committed.suffix}")
+
+
+def committed_path(staged: Path, root: Path = STAGED) -> Path:
+    """The committed file a staged record belongs to (the inverse of `staged_path`)."""
+    relative = Path(staged).relative_to(root)
+    stem, _digest = relative.stem.rsplit(".", 1)
+    return relative.with_name(stem + relative.suffix)
+
+
+def stage(committed: str | Path, record: Mapping[str, Any], root: Path = STAGED) -> Path:
+    """Stage `record`, the provenance this invocation wants `committed` to hold, and return the
+    staged file. Its date tells Snakemake whether the job is stale: long ago (SETTLED) when the
+    committed file already holds the record, now otherwise, so it is newer than the job's
+    outputs. Nothing under results/ is written."""
+    committed = Path(committed)
+    text = render(record)
+    staged = staged_path(committed, text, root)
+    if not staged.is_file():
+        atomic_write_text(staged, text)
+    current = committed.is_file() and committed.read_text() == text
+    os.utime(staged, (SETTLED, SETTLED) if current else None)
+    return staged
+
+
+def commit(staged: str | Path, root: Path = STAGED) -> Path:
+    """Record that the job of `staged` ran with that provenance: copy it, atomically, to its
+    committed file. The job's last step, after its command succeeded."""
+    committed = committed_path(Path(staged), root)
+    atomic_write_text(committed, Path(staged).read_text())
+    return committed
+
+
+@command(
+    "commit-provenance",
+    "record in results/ the provenance a job ran with (the last step of every workflow job)",
+    arg("staged", help="the job's staged provenance file, under .snakemake/cptlab/"),
+)
+def commit_provenance(args: argparse.Namespace) -> None:
+    commit(args.staged)
+
+
 def write_if_changed(path: str | Path, record: Mapping[str, Any], sort_keys: bool = True) -> Path:
-    """Write `record` as JSON to `path` unless the file already holds exactly it: its
-    modification time is what tells Snakemake that a job's inputs changed."""
+    """Write `record` as JSON to `path` unless the file already holds exactly it, so that the
+    file's date changes only with its content."""
     path = Path(path)
-    text = json.dumps(record, indent=2, sort_keys=sort_keys, default=str) + "\n"
+    text = render(record, sort_keys)
     if not path.is_file() or path.read_text() != text:
         atomic_write_text(path, text)
     return path

@@ -21,6 +21,7 @@ rule aggregate:
         "../../envs/cptlab.yaml"
     shell:
         "cptlab aggregate --config {params.config} --results-dir {params.results} > {log} 2>&1"
+        + COMMIT_PROVENANCE
 
 
 rule findings:
@@ -48,6 +49,7 @@ rule findings:
         "../../envs/cptlab.yaml"
     shell:
         "cptlab findings --config {params.config} --results-dir {params.results} > {log} 2>&1"
+        + COMMIT_PROVENANCE
 
 
 rule figures:
@@ -99,3 +101,4 @@ rule figures:
         "../../envs/cptlab.yaml"
     shell:
         "cptlab figures --config {params.config} --results-dir {params.results} > {log} 2>&1"
+        + COMMIT_PROVENANCE

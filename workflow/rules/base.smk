@@ -24,3 +24,4 @@ rule build_base:
     shell:
         "cptlab build-base --config {params.config} --data-dir {params.data_dir}"
         " --out {params.folder} --threads {threads} > {log} 2>&1"
+        + COMMIT_PROVENANCE

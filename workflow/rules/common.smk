@@ -1,5 +1,6 @@
 # Helpers shared by the rules: the config, the results layout, resources, and each job's
-# provenance file (what decides its reruns).
+# provenance (what decides its reruns). Parsing writes nothing under results/: a dry run, a lint
+# or a report with any config leaves the results folder as it was (cptlab.provenance).
 import sys
 from dataclasses import asdict
 from functools import cache
@@ -12,9 +13,9 @@ from cptlab.domains.prepare import data_settings as data_section
 from cptlab.drift.settings import ChainSettings, DriftSettings
 from cptlab.evaluation.settings import EvalSettings
 from cptlab.layout import BASE_JOB, Layout
-from cptlab.locks import record_lock_owner, release_stale_lock
+from cptlab.locks import lock_holder, record_lock_owner, release_stale_lock
 from cptlab.plan import Plan, base_measure_benchmarks, builds_base, datasets, eval_benchmarks
-from cptlab.provenance import SourceTree, write_if_changed
+from cptlab.provenance import SourceTree, stage, write_if_changed
 from cptlab.resources import cptlab_invocation, rule_resources, snakemake_resources
 from cptlab.train.spec import resolve_stage, training_section
 
@@ -40,19 +41,22 @@ if (_freed := release_stale_lock()) is not None:
     print(_freed, file=sys.stderr)
 
 
-onstart:
-    record_lock_owner()
-
-
 LAYOUT = Layout.of(config)
 SEQUENCE = PLAN.sequence
 DOMAINS = config["data"]["domains"]
 EVAL_BENCHMARKS = [b.name for b in eval_benchmarks(config)]
-# Key order is kept: domain order decides the warm-up mixture's order (and the tokenizer's
-# merges), so a sorted copy would build another base than the YAML it came from.
-CONFIG_FILE = str(write_if_changed(LAYOUT.config_file, config, sort_keys=False))
+# The effective config every job reads. Only a run that executes jobs writes it (onstart, under
+# Snakemake's lock, before the first job), so a dry run with another config cannot change what a
+# running or later job reads. Key order is kept: domain order decides the warm-up mixture's
+# order (and the tokenizer's merges), so a sorted copy would build another base.
+CONFIG_FILE = str(LAYOUT.config_file)
 # The sources beside this Snakefile, hashed per subcommand (cptlab.provenance).
 SOURCES = SourceTree(Path(workflow.basedir) / "src" / "cptlab")
+
+
+onstart:
+    record_lock_owner()
+    write_if_changed(CONFIG_FILE, config, sort_keys=False)
 
 
 wildcard_constraints:
@@ -64,14 +68,38 @@ wildcard_constraints:
 
 
 def provenance(job, command, settings=lambda wc: {}):
-    """Input function: the provenance file of `job` (a pattern of the rule's wildcards), holding
-    `settings(wildcards)` and the code hash of `command`; rewritten only when they change."""
+    """Input function: the staged provenance of `job` (a pattern of the rule's wildcards), the
+    settings it reads (`settings(wildcards)`) and the code hash of `command` as this invocation
+    wants them; stale, so that the job reruns, when they are not what its last run committed
+    (cptlab.provenance.stage). The job commits it as its last step (COMMIT_PROVENANCE)."""
 
-    def provenance_file(wc):
+    def staged_provenance(wc):
+        refuse_if_locked()
+        committed = LAYOUT.provenance_file(job.format(**wc))
         record = {"command": command, "code": SOURCES.code_hash(command), "settings": settings(wc)}
-        return str(write_if_changed(LAYOUT.provenance_file(job.format(**wc)), record))
+        if workflow.touch and not workflow.dryrun:
+            # --touch declares the outputs up to date with this config, and so their provenance.
+            write_if_changed(committed, record)
+        return str(stage(committed, record))
 
-    return provenance_file
+    return staged_provenance
+
+
+# Every job's last step, once its command succeeded: a failed or killed job keeps the provenance
+# of its last complete run, so the next invocation reruns it.
+COMMIT_PROVENANCE = " && cptlab commit-provenance {input.provenance}"
+
+
+@cache
+def refuse_if_locked():
+    """A second run on a results folder that a running one holds stops with one line, before it
+    writes anything (Snakemake would refuse too, later and in a paragraph). A dry run, a report
+    or a lint takes no lock and goes on."""
+    executing = workflow.executor_plugin is not None and not workflow.dryrun
+    if executing and workflow.is_main_process and workflow.execution_settings.lock:
+        if (holder := lock_holder(LAYOUT.root)) is not None:
+            print(f"cptlab: error: {holder}; wait for it to end, or plan with -n", file=sys.stderr)
+            sys.exit(2)
 
 
 # --- checkpoints: the base and the chains of stages ------------------------------------------

@@ -20,3 +20,4 @@ rule prepare_data:
     shell:
         "cptlab prepare-data --config {params.config} --benchmark {wildcards.benchmark}"
         " --out {output} > {log} 2>&1"
+        + COMMIT_PROVENANCE

@@ -36,6 +36,7 @@ rule drift_chain:
         "cptlab drift-chain --config {params.config} --method {wildcards.method}"
         " --seed {wildcards.seed} --results-dir {params.results} --threads {threads}"
         " > {log} 2>&1"
+        + COMMIT_PROVENANCE
 
 
 rule dataset_distance:
@@ -62,6 +63,7 @@ rule dataset_distance:
     shell:
         "cptlab dataset-distance --config {params.config} --results-dir {params.results}"
         " --threads {threads} > {log} 2>&1"
+        + COMMIT_PROVENANCE
 
 
 rule drift_figures:
@@ -131,3 +133,4 @@ rule drift_figures:
     shell:
         "cptlab drift-figures --config {params.config} --results-dir {params.results}"
         " > {log} 2>&1"
+        + COMMIT_PROVENANCE

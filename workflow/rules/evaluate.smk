@@ -33,6 +33,7 @@ rule evaluate_base:
     shell:
         "cptlab evaluate-checkpoint --config {params.config} --results-dir {params.results}"
         " {params.checkpoint} --threads {threads} > {log} 2>&1"
+        + COMMIT_PROVENANCE
 
 
 use rule evaluate_base as evaluate_stage with:

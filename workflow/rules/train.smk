@@ -35,3 +35,4 @@ rule train_stage:
         " --domain {wildcards.domain} --seed {wildcards.seed} --start-from {params.start}"
         " --anchor {params.anchor} --out {params.out} --state-dir {params.state}"
         " --data {input.data} --replay-data {input.replay} --threads {threads} > {log} 2>&1"
+        + COMMIT_PROVENANCE
