@@ -16,7 +16,10 @@ from tiny_world import TINY_MODEL, tiny_rows, write_rows
 from cptlab.base_model.architecture import build_model
 from cptlab.base_model.settings import ArchitectureSettings
 from cptlab.base_model.tokenizer import train_tokenizer
+from cptlab.chat import prompt_length
+from cptlab.checkpoints import load_tokenizer
 from cptlab.config import ConfigError
+from cptlab.evaluation.settings import EvalSettings
 from cptlab.evaluation.generation import count_generated
 from cptlab.layout import Layout
 from cptlab.rows import RowError
@@ -27,7 +30,8 @@ torch.set_num_threads(1)
 
 EVAL_KEYS = {
     "benchmark", "domain", "split", "checkpoint", "accuracy", "ci_low", "ci_high", "n",
-    "samples", "temperature", "top_p", "backend", "seed", "seconds", "tokens_generated",
+    "too_long", "samples", "temperature", "top_p", "backend", "seed", "seconds",
+    "tokens_generated",
 }  # fmt: skip
 MAX_TOKENS = 8
 EVEN_ID = "tiny_even_id"
@@ -242,3 +246,47 @@ def test_vllm_refuses_an_unsupported_head_size_in_one_line(world, capsys):
     code, err = run_cli(evaluate_argv(world, "vllm_head", backend="vllm"), capsys)
     assert code == 2 and len(err.strip().splitlines()) == 1, err
     assert "head size 16" in err and "evaluation.backend=hf" in err
+
+
+def test_prompts_over_the_length_limit_are_counted_not_scored(world):
+    """evaluation.max_prompt_length drops items as the study's filter does (the templated
+    prompt's tokens), and EVAL.json counts them."""
+    folder, model, data = world
+    rows = [json.loads(x) for x in data.read_text().splitlines()][:6]
+    lengths = [prompt_length(load_tokenizer(model), r["prompt"], {}) for r in rows]
+    limit = sorted(lengths)[len(lengths) // 2]
+    kept = [r["id"] for r, n in zip(rows, lengths, strict=True) if n <= limit]
+    assert 0 < len(kept) < len(rows), lengths  # the limit splits the items
+    record, lines, _ = evaluate(world, "limited", max_prompt_length=limit)
+    assert [x["id"] for x in lines] == kept
+    assert (record["n"], record["too_long"]) == (len(kept), len(rows) - len(kept))
+    assert evaluate(world, "unlimited")[0]["too_long"] == 0
+
+
+def test_a_limit_no_prompt_fits_is_an_error_naming_the_key(world, capsys):
+    code, err = run_cli(evaluate_argv(world, "none_fit", max_prompt_length=1), capsys)
+    assert code == 2 and "evaluation.max_prompt_length=1" in err
+
+
+def test_each_checkpoint_is_evaluated_with_its_training_template():
+    """chat_template_kwargs null (the default): the base with the training section's template,
+    a stage with its method's (SDPO_0^CoT thinks at paper scale); a value: every checkpoint."""
+    config = {
+        "training": {"chat_template_kwargs": {"enable_thinking": False}},
+        "methods": {
+            "grpo": {"trainer": "grpo"},
+            "cot": {"trainer": "sdpo", "training": {"chat_template_kwargs": {"enable_thinking": True}}},
+        },
+        "evaluation": {},
+    }  # fmt: skip
+    assert EvalSettings.for_checkpoint(config).chat_template_kwargs == {"enable_thinking": False}
+    assert EvalSettings.for_checkpoint(config, "grpo").chat_template_kwargs == {
+        "enable_thinking": False
+    }
+    assert EvalSettings.for_checkpoint(config, "cot").chat_template_kwargs == {
+        "enable_thinking": True
+    }
+    config["evaluation"]["chat_template_kwargs"] = {"enable_thinking": False}
+    assert EvalSettings.for_checkpoint(config, "cot").chat_template_kwargs == {
+        "enable_thinking": False
+    }

@@ -141,3 +141,33 @@ def test_colocated_rollouts_sample_from_the_trained_weights(run: dict, tmp_path,
         assert synced < 0.05 and fresh < 0.05 and stale > 10 * synced, (fresh, stale, synced)
     finally:
         llm.llm_engine.engine_core.shutdown()
+
+
+def test_an_sdpo_stage_trains_on_colocated_rollouts_with_their_importance_weights(
+    run: dict, tmp_path, monkeypatch
+):
+    """SDPO with `use_vllm` (colocate), as config/paper.yaml trains it: the rollouts carry the
+    sampled tokens' log-probabilities, so the rollout importance weights are computed and
+    logged. TRL's SDPO generation asks vLLM for none; without cptlab's fix the first step
+    stops with "vLLM returned no log-probabilities"."""
+    from cptlab.rows import read_jsonl
+    from cptlab.train.spec import resolve_stage
+    from cptlab.train.stage import build_trainer
+
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")
+    layout, config = run["layout"], json.loads(json.dumps(run["config"]))
+    config["training"].update(use_vllm=True, vllm_mode="colocate", steps=1, kl_probe={"prompts": 0})
+    config["methods"]["sdpo_frozen"].update(
+        vllm_importance_sampling_mode="token_truncate", vllm_importance_sampling_clip_max=2.0
+    )
+    settings = resolve_stage(config, "sdpo_frozen", "math")
+    rows = read_jsonl(layout.data_file("math_train"))
+    log = tmp_path / "train_log.jsonl"
+    trainer = build_trainer(settings, rows, layout.base_dir, tmp_path / "state", 0, log_path=log)
+    try:
+        trainer.train()
+    finally:
+        trainer.vllm_generation.llm.llm_engine.engine_core.shutdown()
+    logged = [json.loads(line) for line in log.read_text().splitlines()]
+    ratios = [line["sampling/importance_sampling_ratio/mean"] for line in logged]
+    assert len(ratios) == 1 and 0.0 < ratios[0] <= 2.0, logged

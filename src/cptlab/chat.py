@@ -21,3 +21,12 @@ def render(messages: list[dict], add_generation_prompt: bool = True) -> str:
     """The template above in plain Python (used to build training text without Jinja)."""
     text = "".join(f"{IM_START}{m['role']}\n{m['content']}{IM_END}\n" for m in messages)
     return text + (f"{IM_START}assistant\n" if add_generation_prompt else "")
+
+
+def prompt_length(tokenizer, messages: list[dict], chat_template_kwargs: dict) -> int:
+    """Tokens of `messages` as the model reads them: the chat template with its generation
+    prompt (what the study's prompt-length filter counts, verl's RLHFDataset)."""
+    encoded = tokenizer.apply_chat_template(
+        messages, tokenize=True, add_generation_prompt=True, **chat_template_kwargs
+    )
+    return len(encoded["input_ids"])

@@ -198,9 +198,11 @@ def train_settings(wc):
     }
 
 
-def evaluation_settings(checkpoint):
+def evaluation_settings(checkpoint, method=lambda wc: None):
+    """The evaluation section as it evaluates the checkpoint of `method(wc)` (None: the base),
+    its chat template resolved, and the checkpoint."""
     return lambda wc: {
-        "evaluation": asdict(EvalSettings.from_config(config)),
+        "evaluation": asdict(EvalSettings.for_checkpoint(config, method(wc))),
         "checkpoint": checkpoint(wc),
     }
 

@@ -43,7 +43,9 @@ use rule evaluate_base as evaluate_stage with:
         provenance=provenance(
             EVAL_STAGE_JOB,
             "evaluate-checkpoint",
-            evaluation_settings(lambda wc: stage_dir(wc.method, wc.seed, wc.stage)),
+            evaluation_settings(
+                lambda wc: stage_dir(wc.method, wc.seed, wc.stage), lambda wc: wc.method
+            ),
         ),
     output:
         scores=[

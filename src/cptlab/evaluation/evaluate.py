@@ -18,8 +18,10 @@ import numpy as np
 import torch
 
 from cptlab.artifacts import atomic_write_json, atomic_write_text
-from cptlab.checkpoints import load_checkpoint
+from cptlab.chat import prompt_length
+from cptlab.checkpoints import load_checkpoint, load_tokenizer
 from cptlab.domains import get_benchmark
+from cptlab.errors import InputError
 from cptlab.evaluation.generation import generate
 from cptlab.evaluation.scoring import bootstrap_ci, rewards, score_completions
 from cptlab.evaluation.settings import EvalSettings
@@ -63,6 +65,7 @@ Generate = Callable[[list[list[dict]], dict], list[list[str]]]
 def load_generator(checkpoint: str | Path, settings: EvalSettings) -> Generate:
     """`generate(prompts, stats)`: completions of `checkpoint` with the evaluation settings,
     the model (HF) or the engine (vLLM) loaded once for every benchmark."""
+    template = settings.chat_template_kwargs or {}
     if settings.backend == "vllm":
         from cptlab.evaluation.vllm_backend import build_llm, generate_vllm
 
@@ -73,7 +76,7 @@ def load_generator(checkpoint: str | Path, settings: EvalSettings) -> Generate:
             settings.sampling,
             settings.seed,
             stats=stats,
-            chat_template_kwargs=settings.chat_template_kwargs,
+            chat_template_kwargs=template,
         )
     model, tokenizer = load_checkpoint(checkpoint)
     return lambda prompts, stats: generate(
@@ -84,7 +87,7 @@ def load_generator(checkpoint: str | Path, settings: EvalSettings) -> Generate:
         settings.seed,
         batch_size=settings.batch_size,
         stats=stats,
-        chat_template_kwargs=settings.chat_template_kwargs,
+        chat_template_kwargs=template,
     )
 
 
@@ -100,6 +103,29 @@ def read_benchmark_rows(benchmark: str, data: str | Path, settings: EvalSettings
     return rows if settings.n is None else rows[: settings.n]
 
 
+def within_prompt_limit(
+    rows: list[dict], benchmark: str, checkpoint: str | Path, settings: EvalSettings
+) -> tuple[list[dict], int]:
+    """(the rows whose templated prompt fits `evaluation.max_prompt_length`, how many do not).
+    The study drops longer test prompts (verl's filter_overlong_prompts, on its validation set
+    too); they are counted, not scored."""
+    if settings.max_prompt_length is None:
+        return rows, 0
+    tokenizer = load_tokenizer(checkpoint)
+    template = settings.chat_template_kwargs or {}
+    kept = [
+        r
+        for r in rows
+        if prompt_length(tokenizer, r["prompt"], template) <= settings.max_prompt_length
+    ]
+    if rows and not kept:
+        raise InputError(
+            f"{benchmark}: every item's prompt is longer than evaluation.max_prompt_length="
+            f"{settings.max_prompt_length} tokens"
+        )
+    return kept, len(rows) - len(kept)
+
+
 def evaluate_benchmark(
     generate_completions: Generate,
     settings: EvalSettings,
@@ -108,10 +134,11 @@ def evaluate_benchmark(
     rows: list[dict],
     out: str | Path,
     responses_out: str | Path,
+    too_long: int = 0,
 ) -> dict:
     """Score `rows` of `benchmark`; write the responses JSONL, then EVAL.json (`out`) last.
     Returns the EVAL.json record; its `seconds` are this benchmark's (generation and scoring),
-    not the model's loading."""
+    not the model's loading; `too_long` items were left out for their prompt's length."""
     started = time.perf_counter()
     info = get_benchmark(benchmark)
     stats: dict = {"tokens_generated": 0}
@@ -129,6 +156,7 @@ def evaluate_benchmark(
         "ci_low": result["ci_low"],
         "ci_high": result["ci_high"],
         "n": result["n"],
+        "too_long": too_long,
         "samples": settings.samples,
         "temperature": settings.temperature,
         "top_p": settings.top_p,
@@ -152,12 +180,13 @@ def run_evaluation(
 ) -> dict:
     """Evaluate `checkpoint` on one benchmark with the config's `evaluation` settings
     (evaluate_benchmark). Returns the EVAL.json record."""
-    settings = EvalSettings.from_config(config)
+    settings = EvalSettings.for_checkpoint(config)
     torch.set_num_threads(max(1, threads))
     rows = read_benchmark_rows(benchmark, data, settings)
+    rows, too_long = within_prompt_limit(rows, benchmark, checkpoint, settings)
     generate_completions = load_generator(checkpoint, settings)
     return evaluate_benchmark(
-        generate_completions, settings, checkpoint, benchmark, rows, out, responses_out
+        generate_completions, settings, checkpoint, benchmark, rows, out, responses_out, too_long
     )
 
 
@@ -172,17 +201,23 @@ def evaluate_checkpoint(
     """Evaluate one checkpoint of the experiment (the base, or stage `stage` of chain
     (method, seed)) on every benchmark of the config, loading it once; each benchmark's files
     go where the layout puts them, EVAL.json last. Returns the records."""
-    settings = EvalSettings.from_config(config)
+    base = method is None or stage == 0
+    settings = EvalSettings.for_checkpoint(config, None if base else method)
     torch.set_num_threads(max(1, threads))
-    rows = {
-        b.name: read_benchmark_rows(b.name, layout.data_file(b.name), settings)
-        for b in eval_benchmarks(config)
-    }
-    if method is None or stage == 0:
+    if base:
         checkpoint = layout.base_dir if builds_base(config) else config["base"]["path"]
     else:
         domain = Plan.from_config(config).stage_domain(stage)
         checkpoint = layout.stage_dir(method, seed, stage, domain)
+    rows = {
+        b.name: within_prompt_limit(
+            read_benchmark_rows(b.name, layout.data_file(b.name), settings),
+            b.name,
+            checkpoint,
+            settings,
+        )
+        for b in eval_benchmarks(config)
+    }
     generate_completions = load_generator(checkpoint, settings)
     return [
         evaluate_benchmark(
@@ -193,6 +228,7 @@ def evaluate_checkpoint(
             benchmark_rows,
             layout.eval_file(benchmark, method, seed, stage),
             layout.responses_file(benchmark, method, seed, stage),
+            too_long,
         )
-        for benchmark, benchmark_rows in rows.items()
+        for benchmark, (benchmark_rows, too_long) in rows.items()
     ]

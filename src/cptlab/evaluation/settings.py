@@ -3,9 +3,10 @@ imports, so the Snakefile reads them too."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from cptlab.config import ConfigError
+from cptlab.train.spec import method_settings, training_section
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,10 @@ class EvalSettings:
     backend:        "hf" (transformers generate) or "vllm".
     seed:           generation and bootstrap seed.
     vllm:           options of the vLLM engine (cptlab.evaluation.vllm_backend.build_llm).
-    chat_template_kwargs: extra arguments of the chat template (e.g. enable_thinking: false).
+    chat_template_kwargs: extra arguments of the chat template (e.g. enable_thinking: false);
+                    None: each checkpoint's own, the template it was trained with (`for_checkpoint`).
+    max_prompt_length: items whose templated prompt is longer (in tokens) are not scored, as the
+                    study drops them (None: every item is scored).
     """
 
     n: int | None = None
@@ -48,7 +52,8 @@ class EvalSettings:
     backend: str = "hf"
     seed: int = 0
     vllm: dict = field(default_factory=dict)
-    chat_template_kwargs: dict = field(default_factory=dict)
+    chat_template_kwargs: dict | None = None
+    max_prompt_length: int | None = None
 
     def __post_init__(self) -> None:
         # YAML writes 0 for 0.0: keep the record's types stable.
@@ -67,6 +72,22 @@ class EvalSettings:
     @classmethod
     def from_config(cls, config: dict) -> EvalSettings:
         return cls(**(config.get("evaluation") or {}))
+
+    @classmethod
+    def for_checkpoint(cls, config: dict, method: str | None = None) -> EvalSettings:
+        """The settings that evaluate the base (method None) or a checkpoint of `method`'s
+        chain: with the chat template that checkpoint was trained with, unless
+        `evaluation.chat_template_kwargs` names one for every checkpoint. The study evaluates
+        each run with its training template (one data config for both), so a method that
+        trains with thinking on (SDPO_0^CoT at paper scale) is evaluated with it on."""
+        settings = cls.from_config(config)
+        if settings.chat_template_kwargs is not None:
+            return settings
+        if method is None:
+            trained = training_section(config)["chat_template_kwargs"]
+        else:
+            trained = method_settings(config, method)[2]["chat_template_kwargs"]
+        return replace(settings, chat_template_kwargs=dict(trained))
 
     @property
     def sampling(self) -> Sampling:

@@ -325,6 +325,11 @@ class CptSDPOTrainer(StageTrainerMixin, SDPOTrainer):
         if not isinstance(self.args, CptSDPOConfig):
             raise TypeError(f"CptSDPOTrainer needs a CptSDPOConfig, got {type(self.args).__name__}")
         self.teacher_context_builder = VerifierFeedbackContextBuilder(self)
+        if self.use_vllm:
+            # TRL builds SDPO's vLLM generation with logprobs=None, and vLLM then returns none;
+            # the rollout importance weights need the sampled tokens' (GRPO's generation asks
+            # for them the same way: logprobs=0).
+            self.vllm_generation.logprobs = 0
         adapt_weight_sync(self)
 
     # ----- teacher ----------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from transformers import TrainerCallback, TrainingArguments
 from trl import GRPOConfig, SFTConfig
 
 from cptlab.artifacts import MANIFEST, atomic_write_text, write_manifest
+from cptlab.chat import prompt_length
 from cptlab.checkpoints import load_model, load_tokenizer
 from cptlab.config import ConfigError
 from cptlab.domains import get_benchmark
@@ -165,13 +166,6 @@ def trl_args(
     common["max_prompt_length"] = settings.training["max_prompt_length"]
     reasoning = get_benchmark(settings.train_benchmark).reasoning
     return sdpo_args(settings.params, common, anchor_path, reasoning)
-
-
-def _prompt_length(tokenizer, prompt: list[dict], kwargs: dict) -> int:
-    encoded = tokenizer.apply_chat_template(
-        prompt, tokenize=True, add_generation_prompt=True, **kwargs
-    )
-    return len(encoded["input_ids"])
 
 
 def training_dataset(rows: list[dict], indices: list[int]) -> Dataset:
@@ -404,7 +398,7 @@ def train_stage(
     kwargs = settings.training["chat_template_kwargs"]
 
     def within_limit(rows: list[dict], source: Path) -> list[dict]:
-        kept = [r for r in rows if _prompt_length(tokenizer, r["prompt"], kwargs) <= limit]
+        kept = [r for r in rows if prompt_length(tokenizer, r["prompt"], kwargs) <= limit]
         if not kept:
             raise ConfigError(f"{source}: every prompt is longer than max_prompt_length={limit}")
         if len(kept) < len(rows):
