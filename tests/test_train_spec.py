@@ -40,6 +40,7 @@ def test_defaults_follow_the_study():
         "vllm_importance_sampling_clip_max": 3.0,
         "vllm_importance_sampling_clip_min": None,
         "beta": 0.0,
+        "delta": None,  # no dual clip
     }
     sdpo = resolve_stage(tiny_config(), "sdpo_ema", "math")
     assert sdpo.params["teacher_model_kind"] == "ema" and sdpo.params["teacher_update_rate"] == 0.25
@@ -68,6 +69,9 @@ def test_method_training_overrides_and_domain_steps():
         (lambda c: c["methods"]["sdpo_ema"].update(distillation_alpha=0.5), "reverse KL"),
         (lambda c: c["methods"]["sdpo_live"].update(teacher_anchor="base"), "live teacher"),
         (lambda c: c["training"]["collapse"].update(action="panic"), "collapse.action"),
+        (lambda c: c["training"].update(lr_schedule_per="step"), "training.lr_schedule_per"),
+        (lambda c: c["training"].update(weight_decay_on="none"), "training.weight_decay_on"),
+        (lambda c: c["methods"]["grpo"].update(delta=1.1), "methods.grpo: delta 1.1 must be"),
     ],
 )
 def test_bad_settings_name_the_key(change, message):

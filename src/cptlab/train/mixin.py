@@ -8,11 +8,13 @@ import json
 import logging
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 from accelerate.utils import gather_object
+from torch.optim.lr_scheduler import LambdaLR
 from trl.models import unwrap_model_for_generation
 
 from cptlab.config import ConfigError
@@ -60,9 +62,62 @@ class StageRecorder:
 
 
 class StageTrainerMixin:
-    """Mixed into TRL trainers (first in the bases). Needs `self.recorder` (a StageRecorder)."""
+    """Mixed into TRL trainers (first in the bases). Needs `self.recorder` (a StageRecorder).
+
+    Parameters:
+        lr_schedule_per (`str`, *optional*, defaults to `"optimizer_update"`):
+            What the learning-rate schedule counts. `"optimizer_update"` (TRL's behaviour): the
+            scheduler steps once per optimizer update, and its warm-up and length are counted in
+            updates. `"rollout_batch"` (verl's): the schedule, its warm-up and its length are
+            counted in rollout batches, so every update of rollout batch k trains at
+            `learning_rate * schedule(k)`. The two differ only when a rollout batch makes more
+            than one update (`updates_per_generation`).
+        weight_decay_on (`str`, *optional*, defaults to `"except_biases_and_norms"`):
+            The parameters AdamW decays. `"except_biases_and_norms"` (transformers' `Trainer`):
+            every parameter but biases and normalisation weights. `"all"` (verl's, one
+            parameter group): every parameter.
+    """
 
     recorder: StageRecorder
+    lr_schedule_per: str
+    weight_decay_on: str
+
+    def __init__(
+        self,
+        *args,
+        lr_schedule_per: str = "optimizer_update",
+        weight_decay_on: str = "except_biases_and_norms",
+        **kwargs,
+    ) -> None:
+        if lr_schedule_per not in ("optimizer_update", "rollout_batch"):
+            raise ValueError(f"lr_schedule_per: unknown value {lr_schedule_per!r}")
+        if weight_decay_on not in ("except_biases_and_norms", "all"):
+            raise ValueError(f"weight_decay_on: unknown value {weight_decay_on!r}")
+        self.lr_schedule_per = lr_schedule_per
+        self.weight_decay_on = weight_decay_on
+        super().__init__(*args, **kwargs)
+
+    # ----- the optimizer and its schedule -------------------------------------------------------
+
+    def get_decay_parameter_names(self, model: torch.nn.Module) -> list[str]:
+        if self.weight_decay_on == "all":
+            return [name for name, _ in model.named_parameters()]
+        return super().get_decay_parameter_names(model)
+
+    def create_scheduler(
+        self, num_training_steps: int, optimizer: torch.optim.Optimizer | None = None
+    ) -> torch.optim.lr_scheduler.LRScheduler:
+        updates = self.updates_per_log_line()
+        if self.lr_scheduler is not None or self.lr_schedule_per != "rollout_batch" or updates == 1:
+            return super().create_scheduler(num_training_steps, optimizer)
+        # transformers' schedule over the stage's rollout batches (warm-up included, counted by
+        # get_warmup_steps in the same unit), then read at each update's rollout batch. Under
+        # DeepSpeed without a scheduler section the Trainer builds it here too.
+        scheduler = super().create_scheduler(num_training_steps // updates, optimizer)
+        if not isinstance(scheduler, LambdaLR):  # spec.METRIC_SCHEDULERS, refused in the config
+            raise TypeError(f"lr_schedule_per rollout_batch needs a LambdaLR, got {scheduler}")
+        scheduler.lr_lambdas = [per_rollout_batch(f, updates) for f in scheduler.lr_lambdas]
+        return scheduler
 
     # ----- saving -----------------------------------------------------------------------------
 
@@ -215,6 +270,20 @@ class StageTrainerMixin:
         log.info("KL to the stage start %.4f reached the budget: the stage ends", kl)
         self.recorder.budget_reached = {"step": logged_step, "kl_to_start": kl}
         self.control.should_training_stop = True
+
+
+def per_rollout_batch(lr_lambda: Callable[[int], float], updates: int) -> Callable[[int], float]:
+    """`lr_lambda` (a multiplier per scheduler step) read once per rollout batch of `updates`
+    optimizer updates: update u trains at `lr_lambda(u // updates)`, as verl steps its scheduler
+    once per rollout batch (`update_actor`) while its optimizer steps once per mini-batch.
+
+    A plain function, not an object: LambdaLR saves no state for it, so a checkpoint's scheduler
+    state is its step count alone, and a resumed stage rebuilds the same function."""
+
+    def at_rollout_batch(update: int) -> float:
+        return lr_lambda(update // updates)
+
+    return at_rollout_batch
 
 
 def tied_copies(model: torch.nn.Module) -> set[str]:

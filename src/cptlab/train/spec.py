@@ -20,7 +20,9 @@ TRAINING_DEFAULTS: dict[str, Any] = {
     "learning_rate": 1.0e-5,
     "lr_scheduler_type": "constant_with_warmup",
     "warmup_steps": 10,
+    "lr_schedule_per": "rollout_batch",
     "weight_decay": 0.01,
+    "weight_decay_on": "except_biases_and_norms",
     "max_grad_norm": 1.0,
     "max_prompt_length": 2048,
     "max_completion_length": 8192,
@@ -73,7 +75,8 @@ POLICY_DEFAULTS: dict[str, Any] = {
 }
 
 METHOD_DEFAULTS: dict[str, dict[str, Any]] = {
-    "grpo": {**POLICY_DEFAULTS, "beta": 0.0},
+    # delta: TRL's dual-clip bound on the ratio of negative-advantage tokens (None: off).
+    "grpo": {**POLICY_DEFAULTS, "beta": 0.0, "delta": None},
     "sdpo": {
         **POLICY_DEFAULTS,
         "teacher_model_kind": "ema",
@@ -102,6 +105,10 @@ METHOD_DEFAULTS: dict[str, dict[str, Any]] = {
     # Supervised training on the reference answers (TRL's SFTConfig field names).
     "sft": {"completion_only_loss": True},
 }
+
+# transformers schedulers driven by a metric rather than a step count: nothing to count in
+# rollout batches (training.lr_schedule_per).
+METRIC_SCHEDULERS = ("reduce_lr_on_plateau", "greedy")
 
 ANCHOR_STAGE_START = "stage_start"
 ANCHOR_BASE = "base"
@@ -293,6 +300,21 @@ def _check_semantics(trainer: str, p: dict, t: dict, where: str) -> None:
                 f"{where}: a live teacher is the student; "
                 "it takes no teacher_anchor/teacher_anchor_mix"
             )
+    if trainer == "grpo" and p["delta"] is not None and p["delta"] <= 1 + p["epsilon_high"]:
+        # At or below 1 + epsilon_high TRL's bound would also cap positive advantages' ratios:
+        # no longer the dual clip, which acts on negative advantages only.
+        bound = 1 + p["epsilon_high"]
+        raise ConfigError(f"{where}: delta {p['delta']} must be above 1 + epsilon_high = {bound:g}")
+    if (
+        t["lr_schedule_per"] == "rollout_batch"
+        and p.get("updates_per_generation", 1) > 1
+        and t["lr_scheduler_type"] in METRIC_SCHEDULERS
+    ):
+        raise ConfigError(
+            f"{where}: training.lr_schedule_per rollout_batch counts a schedule in rollout "
+            f"batches; lr_scheduler_type {t['lr_scheduler_type']} follows a metric, not a count "
+            "(use lr_schedule_per optimizer_update)"
+        )
     if t["kl_budget"] is not None and t["kl_probe"]["prompts"] == 0:
         raise ConfigError(
             f"{where}: training.kl_budget stops a stage on the KL probe's measurement; "

@@ -113,6 +113,7 @@ def trl_common_args(settings: StageSettings, seed: int, output_dir: Path) -> dic
         "gradient_accumulation_steps": accumulation,
         "learning_rate": t["learning_rate"],
         "lr_scheduler_type": t["lr_scheduler_type"],
+        # Counted in rollout batches or in updates (training.lr_schedule_per, the trainer mixin).
         "warmup_steps": t["warmup_steps"],
         "weight_decay": t["weight_decay"],
         "max_grad_norm": t["max_grad_norm"],
@@ -239,6 +240,10 @@ def build_trainer(
         ),
         kl_budget=t["kl_budget"],
     )
+    optimization = {
+        "lr_schedule_per": t["lr_schedule_per"],
+        "weight_decay_on": t["weight_decay_on"],
+    }
     if settings.trainer == "sft":
         return CptSFTTrainer(
             model=model,
@@ -247,6 +252,7 @@ def build_trainer(
             processing_class=tokenizer,
             callbacks=callbacks,
             recorder=recorder,
+            **optimization,
         )
     cls = CptGRPOTrainer if settings.trainer == "grpo" else CptSDPOTrainer
     return cls(
@@ -259,6 +265,7 @@ def build_trainer(
         recorder=recorder,
         shared_prompt_forward=t["shared_prompt_forward"],
         compact_generation=t["compact_generation"],
+        **optimization,
     )
 
 
