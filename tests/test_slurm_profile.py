@@ -389,7 +389,9 @@ STUDY_TRAINING = {
     "per_device_train_batch_size": 1,
     "learning_rate": 1.0e-5,
     "warmup_steps": 10,
+    "lr_schedule_per": "rollout_batch",
     "weight_decay": 0.01,
+    "weight_decay_on": "all",
     "max_grad_norm": 1.0,
     "max_prompt_length": 2048,
     "max_completion_length": 8192,
@@ -405,7 +407,7 @@ STUDY_POLICY = {
     "vllm_importance_sampling_clip_max": 2.0,
     "vllm_importance_sampling_clip_min": None,
 }
-STUDY_GRPO = {"loss_type": "grpo", "beta": 0.0, "updates_per_generation": 4}
+STUDY_GRPO = {"loss_type": "grpo", "beta": 0.0, "updates_per_generation": 4, "delta": 3.0}
 STUDY_SDPO = {
     "updates_per_generation": 1,
     "distillation_mode": "topk_logits",
