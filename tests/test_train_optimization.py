@@ -12,8 +12,9 @@ import os
 import pytest
 import torch
 from safetensors.torch import load_file
+from tiny_models import tiny_qwen3
 from tiny_world import tiny_rows, tiny_world
-from transformers import Qwen3Config, Qwen3ForCausalLM, TrainerCallback, get_scheduler
+from transformers import TrainerCallback, get_scheduler
 
 from cptlab.config import ConfigError
 from cptlab.train.mixin import per_rollout_batch
@@ -265,22 +266,6 @@ def test_delta_must_exceed_the_upper_clip(world):
 # ----- weight decay --------------------------------------------------------------------------
 
 
-def tiny_qwen3() -> Qwen3ForCausalLM:
-    """A 2-layer Qwen3 (per-head q/k norms, no biases), as the paper's base is built."""
-    config = Qwen3Config(
-        vocab_size=64,
-        hidden_size=16,
-        intermediate_size=24,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        head_dim=8,
-        tie_word_embeddings=True,
-    )
-    torch.manual_seed(0)
-    return Qwen3ForCausalLM(config)
-
-
 def decay_groups(trainer, model) -> dict[float, set[str]]:
     """The optimizer's parameter names per weight decay, for `model`."""
     trainer.optimizer = None
@@ -305,7 +290,7 @@ def test_weight_decay_on_all_parameters_or_all_but_biases_and_norms(world, metho
         settings = resolve_stage(config, method, "math")
         state = world["dir"] / f"decay-{method}-{on}"
         trainer = build_trainer(settings, tiny_rows(), world["base"], state, 0)
-        for model in (trainer.model, tiny_qwen3()):
+        for model in (trainer.model, tiny_qwen3(64)):
             names = {n for n, _ in model.named_parameters()}
             kept = {n for n in names if n.endswith(".bias") or n.endswith("norm.weight")}
             groups = decay_groups(trainer, model)
@@ -313,6 +298,6 @@ def test_weight_decay_on_all_parameters_or_all_but_biases_and_norms(world, metho
                 assert groups == {0.01: names}
             else:
                 assert groups == {0.01: names - kept, 0.0: kept}
-        qwen3 = {n for n, _ in tiny_qwen3().named_parameters()}
+        qwen3 = {n for n, _ in tiny_qwen3(64).named_parameters()}
         assert "model.layers.0.self_attn.q_norm.weight" in qwen3
         assert any(n.endswith("q_proj.bias") for n, _ in trainer.model.named_parameters())
