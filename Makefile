@@ -36,6 +36,44 @@ $(VLLM_VENV)/.installed: envs/requirements-vllm.txt pyproject.toml
 	$(VLLM_BIN)/python -m pip install -q --no-deps -e .
 	touch $@
 
+# The GPU environment of config/paper.yaml (envs/requirements-gpu.in -> .txt), resolved by uv for
+# Linux x86-64 + CUDA from the wheels' metadata alone (PEP 658 files or HTTP range requests): no
+# GPU, and none of the GPU wheels' gigabytes. Only the two sdist-only packages (deepspeed,
+# connection-pool) are downloaded, to build their metadata. A pinned uv and --exclude-newer keep
+# the answer fixed as PyPI gains releases; an existing output would steer uv (it keeps its pins),
+# so each run starts from none. `make gpu-lock` rewrites the lock (and the sha256 line of the
+# conda environment, so that Snakemake rebuilds it); `make check-gpu-env` (CI) fails when the
+# resolution fails or differs from the committed lock. The lock's header is uv's, naming the
+# resolution's flags, plus the `##` lines of the .in.
+.PHONY: gpu-lock check-gpu-env FORCE
+UV_VENV ?= .venv-uv
+UV_VERSION := 0.13.9
+GPU_LOCK_DATE := 2026-12-04T00:00:00Z
+GPU_COMPILE := uv pip compile --no-config --index-url https://pypi.org/simple \
+	--python-version 3.11 --python-platform x86_64-manylinux_2_31 --exclude-newer $(GPU_LOCK_DATE) \
+	--only-binary :all: --no-binary deepspeed --no-binary connection-pool envs/requirements-gpu.in
+GPU_LOCK_NEW := $(UV_VENV)/requirements-gpu.txt
+
+$(UV_VENV)/bin/uv:
+	python3 -m venv $(UV_VENV)
+	$(UV_VENV)/bin/python -m pip install -q uv==$(UV_VERSION)
+
+$(GPU_LOCK_NEW): envs/requirements-gpu.in $(UV_VENV)/bin/uv FORCE
+	rm -f $@.uv
+	$(UV_VENV)/bin/$(GPU_COMPILE) --python $(UV_VENV)/bin/python --cache-dir $(UV_VENV)/cache \
+		--quiet --custom-compile-command "$(GPU_COMPILE)" -o $@.uv
+	{ head -n 2 $@.uv; sed -n 's/^##/#/p' envs/requirements-gpu.in; tail -n +3 $@.uv; } > $@
+
+gpu-lock: $(GPU_LOCK_NEW)
+	cp $< envs/requirements-gpu.txt
+	sed -i "s/^# lock sha256: .*/# lock sha256: $$(sha256sum $< | cut -d' ' -f1)/" envs/cptlab-gpu.yaml
+
+check-gpu-env: $(GPU_LOCK_NEW)
+	@diff -u envs/requirements-gpu.txt $< || { echo "envs/requirements-gpu.txt is not what \
+	envs/requirements-gpu.in resolves to (make gpu-lock rewrites it)" >&2; exit 1; }
+
+FORCE:
+
 EXPERIMENT ?= embedded
 SNAKEMAKE_ARGS ?=
 
