@@ -18,7 +18,7 @@ rule aggregate:
     benchmark:
         LAYOUT.benchmark_file("aggregate")
     conda:
-        "../../envs/cptlab.yaml"
+        CONDA_ENV
     shell:
         "cptlab aggregate --config {params.config} --results-dir {params.results} > {log} 2>&1"
         + COMMIT_PROVENANCE
@@ -46,7 +46,7 @@ rule findings:
     benchmark:
         LAYOUT.benchmark_file("findings")
     conda:
-        "../../envs/cptlab.yaml"
+        CONDA_ENV
     shell:
         "cptlab findings --config {params.config} --results-dir {params.results} > {log} 2>&1"
         + COMMIT_PROVENANCE
@@ -98,7 +98,7 @@ rule figures:
     benchmark:
         LAYOUT.benchmark_file("figures")
     conda:
-        "../../envs/cptlab.yaml"
+        CONDA_ENV
     shell:
         "cptlab figures --config {params.config} --results-dir {params.results} > {log} 2>&1"
         + COMMIT_PROVENANCE

@@ -20,7 +20,7 @@ rule build_base:
     benchmark:
         LAYOUT.benchmark_file(BASE_JOB)
     conda:
-        "../../envs/cptlab.yaml"
+        CONDA_ENV
     shell:
         "cptlab build-base --config {params.config} --data-dir {params.data_dir}"
         " --out {params.folder} --threads {threads} > {log} 2>&1"

@@ -16,7 +16,12 @@ from cptlab.layout import BASE_JOB, Layout
 from cptlab.locks import lock_holder, record_lock_owner, release_stale_lock
 from cptlab.plan import Plan, base_measure_benchmarks, builds_base, datasets, eval_benchmarks
 from cptlab.provenance import SourceTree, stage, write_if_changed
-from cptlab.resources import cptlab_invocation, rule_resources, snakemake_resources
+from cptlab.resources import (
+    RESOURCE_DEFAULTS,
+    cptlab_invocation,
+    rule_resources,
+    snakemake_resources,
+)
 from cptlab.train.spec import resolve_stage, training_section
 
 # The config as the CLI reads it: the --configfile (default: the embedded one) with its
@@ -243,6 +248,17 @@ def resources(kind):
 def results_dir(wc, output):
     """The experiment's folder as the job sees it (cptlab.layout.Layout.root_in)."""
     return str(LAYOUT.root_in(output[0]))
+
+
+# Every rule's conda environment under --use-conda: the GPU lock (CUDA torch, vLLM, DeepSpeed;
+# envs/cptlab-gpu.yaml) when the config gives any rule kind a GPU, as config/paper.yaml does, else
+# the CPU one. One environment for all the rules of a run, so that every job reads the same
+# package versions and conda builds it once (CPU-only jobs run the CUDA torch on the CPU).
+CONDA_ENV = (
+    "../../envs/cptlab-gpu.yaml"
+    if any(rule_resources(config, kind)["gpu"] for kind in RESOURCE_DEFAULTS)
+    else "../../envs/cptlab.yaml"
+)
 
 
 def cptlab_command(kind):

@@ -16,7 +16,7 @@ rule prepare_data:
     benchmark:
         LAYOUT.benchmark_file(DATA_JOB)
     conda:
-        "../../envs/cptlab.yaml"
+        CONDA_ENV
     shell:
         "cptlab prepare-data --config {params.config} --benchmark {wildcards.benchmark}"
         " --out {output} > {log} 2>&1"

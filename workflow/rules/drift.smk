@@ -31,7 +31,7 @@ rule drift_chain:
     benchmark:
         LAYOUT.benchmark_file(DRIFT_CHAIN_JOB)
     conda:
-        "../../envs/cptlab.yaml"
+        CONDA_ENV
     shell:
         "cptlab drift-chain --config {params.config} --method {wildcards.method}"
         " --seed {wildcards.seed} --results-dir {params.results} --threads {threads}"
@@ -59,7 +59,7 @@ rule dataset_distance:
     benchmark:
         LAYOUT.benchmark_file("drift/dataset_distance")
     conda:
-        "../../envs/cptlab.yaml"
+        CONDA_ENV
     shell:
         "cptlab dataset-distance --config {params.config} --results-dir {params.results}"
         " --threads {threads} > {log} 2>&1"
@@ -129,7 +129,7 @@ rule drift_figures:
     benchmark:
         LAYOUT.benchmark_file("drift/figures")
     conda:
-        "../../envs/cptlab.yaml"
+        CONDA_ENV
     shell:
         "cptlab drift-figures --config {params.config} --results-dir {params.results}"
         " > {log} 2>&1"

@@ -29,7 +29,7 @@ rule evaluate_base:
     benchmark:
         LAYOUT.benchmark_file(EVAL_BASE_JOB)
     conda:
-        "../../envs/cptlab.yaml"
+        CONDA_ENV
     shell:
         "cptlab evaluate-checkpoint --config {params.config} --results-dir {params.results}"
         " {params.checkpoint} --threads {threads} > {log} 2>&1"

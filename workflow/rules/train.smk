@@ -29,7 +29,7 @@ rule train_stage:
     benchmark:
         LAYOUT.benchmark_file(TRAIN_JOB)
     conda:
-        "../../envs/cptlab.yaml"
+        CONDA_ENV
     shell:
         "{params.cptlab} train-stage --config {params.config} --method {wildcards.method}"
         " --domain {wildcards.domain} --seed {wildcards.seed} --start-from {params.start}"
