@@ -19,8 +19,8 @@ from cptlab.base_model.tokenizer import train_tokenizer
 from cptlab.chat import prompt_length
 from cptlab.checkpoints import load_tokenizer
 from cptlab.config import ConfigError
-from cptlab.evaluation.settings import EvalSettings
 from cptlab.evaluation.generation import count_generated
+from cptlab.evaluation.settings import EvalSettings
 from cptlab.layout import Layout
 from cptlab.rows import RowError
 from cptlab.verifiers import VERIFIERS, Verdict, register
@@ -275,7 +275,10 @@ def test_each_checkpoint_is_evaluated_with_its_training_template():
         "training": {"chat_template_kwargs": {"enable_thinking": False}},
         "methods": {
             "grpo": {"trainer": "grpo"},
-            "cot": {"trainer": "sdpo", "training": {"chat_template_kwargs": {"enable_thinking": True}}},
+            "cot": {
+                "trainer": "sdpo",
+                "training": {"chat_template_kwargs": {"enable_thinking": True}},
+            },
         },
         "evaluation": {},
     }  # fmt: skip

@@ -38,7 +38,7 @@ class EvalSettings:
     seed:           generation and bootstrap seed.
     vllm:           options of the vLLM engine (cptlab.evaluation.vllm_backend.build_llm).
     chat_template_kwargs: extra arguments of the chat template (e.g. enable_thinking: false);
-                    None: each checkpoint's own, the template it was trained with (`for_checkpoint`).
+                    None: each checkpoint's own, the one it was trained with (`for_checkpoint`).
     max_prompt_length: items whose templated prompt is longer (in tokens) are not scored, as the
                     study drops them (None: every item is scored).
     """
