@@ -47,6 +47,37 @@ def test_study_math_box_and_feedback() -> None:
     assert score("study_math", "\\boxed{2}", {"answer": "1", "metadata": {}}).feedback == ""
 
 
+FORMAT = (
+    "Your answer had the wrong format. The solution must be given in the format: "
+    "\\boxed{your_answer}."
+)
+TRUNCATED = "Your response was truncated because it exceeded the maximum length."
+# (completion, truncated, the study's score, the study's feedback): what math.py's
+# compute_score(completion, "34", {"split": "train", "truncated": truncated}) returned
+# (Moenupa/SDPO-CL @ d277934, verl/utils/reward_score/feedback/math.py, loaded by path outside
+# the project, math-verify 0.9.0). The format text only when not truncated; the truncation text
+# for every truncated response, a correct one included.
+MATH_FEEDBACK = [
+    ("So the answer is 34.", False, 0.0, FORMAT),
+    ("So the answer is 34.", True, 0.0, TRUNCATED),
+    ("So \\boxed{34}", True, 1.0, TRUNCATED),
+    ("So \\boxed{35}", True, 0.0, TRUNCATED),
+    ("So \\boxed{34}", False, 1.0, ""),
+    ("So \\boxed{35}", False, 0.0, ""),
+    ("So \\boxed{", False, 0.0, FORMAT),
+    ("So \\boxed{", True, 0.0, TRUNCATED),
+    ("So \\boxed{}", True, 0.0, TRUNCATED),
+]
+
+
+@pytest.mark.parametrize(("completion", "truncated", "reward", "feedback"), MATH_FEEDBACK)
+def test_study_math_feedback_is_the_studys(
+    completion: str, truncated: bool, reward: float, feedback: str
+) -> None:
+    verdict = score("study_math", completion, {"answer": "34", "metadata": {}}, truncated=truncated)
+    assert (verdict.reward, verdict.feedback) == (reward, feedback)
+
+
 GPQA = [  # (completion, study reward, strict reward) for answer "B"
     ("The answer is \\boxed{B}", 1.0, 1.0),
     ("B", 1.0, 1.0),
@@ -169,8 +200,14 @@ def test_study_code_functional_splits_arguments_on_whitespace() -> None:
     assert score("study_code", solution, as_float).reward == 0.0  # canonical JSON: 6 != 6.0
 
 
-def test_study_code_feedback_is_the_studys_layout() -> None:
+def test_study_code_feedback_on_derived_tests() -> None:
+    """stdin/stdout pairs become stdin tests, whose expected output the study keeps stripped.
+    (Its feedback on its own test form: test_study_code_feedback.py.)"""
     verdict = score("study_code", "no code here", code_row(STDIN))
     assert verdict.feedback == "Incorrect Format: Put your code inside a ```python ... ``` block."
+    assert verdict.test_pass_fraction == 0.0
     wrong = score("study_code", block("print(3)"), code_row(STDIN))
-    assert wrong.feedback == "Wrong Answer\n\nInput\n1 2\n\n\nOutput\n3\n\nExpected\n1\n2\n"
+    assert wrong.feedback == (
+        "Test Case 1: Wrong Answer\n\nInput\n1 2\n\nOutput\n3\n\nExpected\n1\n2"
+    )
+    assert wrong.test_pass_fraction == 0.0

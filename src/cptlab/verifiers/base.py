@@ -19,24 +19,35 @@ class Verdict:
     feedback: a short text for the model (SDPO may put it in the teacher's prompt).
     reason:   why the reward is 0 when the completion could not be scored normally
               (malformed, too long, verifier error); None for an ordinary right/wrong answer.
+    test_pass_fraction: the fraction of the row's tests the program passed, for verifiers that
+              run several tests (the study's code reward reports it as `acc` beside its
+              all-pass reward); None where the verifier has no tests to count.
     """
 
     reward: float
     feedback: str
     reason: str | None = None
+    test_pass_fraction: float | None = None
 
 
-Verifier = Callable[[str, dict], Verdict]
+# A verifier is fn(completion, row) -> Verdict; one registered with `sees_truncation=True` is
+# called as fn(completion, row, truncated=...) instead: whether generation stopped at the token
+# limit rather than at the end token (the study's feedback depends on it; no reward does).
+Verifier = Callable[..., Verdict]
 VERIFIERS: dict[str, Verifier] = {}
+SEES_TRUNCATION: set[str] = set()
 
 
-def register(name: str) -> Callable[[Verifier], Verifier]:
-    """Register a verifier under `name` (the name a benchmark entry refers to)."""
+def register(name: str, *, sees_truncation: bool = False) -> Callable[[Verifier], Verifier]:
+    """Register a verifier under `name` (the name a benchmark entry refers to).
+    `sees_truncation`: the verifier takes a keyword `truncated: bool`."""
 
     def wrap(fn: Verifier) -> Verifier:
         if name in VERIFIERS:
             raise ValueError(f"verifier {name!r} registered twice")
         VERIFIERS[name] = fn
+        if sees_truncation:
+            SEES_TRUNCATION.add(name)
         return fn
 
     return wrap
@@ -54,8 +65,11 @@ def wrong(feedback: str) -> Verdict:
     return Verdict(0.0, feedback)
 
 
-def score(verifier: str, completion: str, row: dict) -> Verdict:
+def score(verifier: str, completion: str, row: dict, *, truncated: bool = False) -> Verdict:
     """Score `completion` for `row` with the named verifier. Never raises.
+
+    `truncated`: the completion was cut at the token limit (no end token); passed on to the
+    verifiers registered with `sees_truncation`, ignored by the others.
 
     An unknown verifier name is a configuration error and does raise (KeyError naming it);
     everything that depends on the model's output gives a Verdict, with `reason` set when
@@ -70,7 +84,10 @@ def score(verifier: str, completion: str, row: dict) -> Verdict:
     if len(completion) > MAX_COMPLETION_CHARS:
         return malformed(f"completion too long ({len(completion)} chars)", "Answer too long.")
     try:
-        verdict = fn(completion, row)
+        if verifier in SEES_TRUNCATION:
+            verdict = fn(completion, row, truncated=truncated)
+        else:
+            verdict = fn(completion, row)
     except Exception as err:  # a verifier bug must not kill a training run
         return malformed(f"verifier {verifier} raised {type(err).__name__}: {err}"[:500])
     if not isinstance(verdict, Verdict) or not isinstance(verdict.reward, int | float):
@@ -79,4 +96,7 @@ def score(verifier: str, completion: str, row: dict) -> Verdict:
         )
     if not 0.0 <= verdict.reward <= 1.0:
         return malformed(f"verifier {verifier} returned reward {verdict.reward} outside [0, 1]")
+    fraction = verdict.test_pass_fraction
+    if fraction is not None and not 0.0 <= fraction <= 1.0:
+        return malformed(f"verifier {verifier} returned test pass fraction {fraction}")
     return verdict

@@ -19,10 +19,14 @@ from cptlab.verifiers.base import Verdict, register
 
 # math.py: only the end of a completion is searched for the final box.
 STUDY_MATH_TAIL_CHARS = 100
-# math.py: compute_score's format feedback (the study's text).
+# verl/utils/reward_score/feedback/math.py @ d277934 (compute_score, a completion without a box)
 STUDY_MATH_FORMAT_FEEDBACK = (
     "Your answer had the wrong format. The solution must be given in the format: "
     "\\boxed{your_answer}."
+)
+# verl/utils/reward_score/feedback/math.py @ d277934 (compute_score, a truncated completion)
+STUDY_MATH_TRUNCATED_FEEDBACK = (
+    "Your response was truncated because it exceeded the maximum length."
 )
 STUDY_MATH_VERIFY_TIMEOUT_S = 5
 
@@ -73,16 +77,27 @@ def _math_verify_bare(reference: str, predicted: str) -> bool:
         return False
 
 
-@register("study_math")
-def study_math(completion: str, row: dict) -> Verdict:
-    """math.py: the boxed answer equals the reference string, else math-verify equivalence."""
+def study_math_feedback(has_answer: bool, truncated: bool) -> str:
+    """math.py's feedback (format feedback on, correctness feedback off, its defaults): the
+    format text for a completion without an answer that was not truncated, else the truncation
+    text for any truncated one (right or wrong), else nothing."""
+    if not has_answer and not truncated:
+        return STUDY_MATH_FORMAT_FEEDBACK
+    return STUDY_MATH_TRUNCATED_FEEDBACK if truncated else ""
+
+
+@register("study_math", sees_truncation=True)
+def study_math(completion: str, row: dict, truncated: bool = False) -> Verdict:
+    """math.py: the boxed answer equals the reference string, else math-verify equivalence.
+    Truncation changes the feedback only, never the reward."""
     predicted = study_boxed(completion)
+    feedback = study_math_feedback(bool(predicted), truncated)
     if not predicted:
         where = f"in the last {STUDY_MATH_TAIL_CHARS} characters"
         reason = f"no \\boxed{{}} {where}" if predicted is None else f"empty or open box {where}"
-        return _verdict(False, STUDY_MATH_FORMAT_FEEDBACK, reason)
+        return _verdict(False, feedback, reason)
     answer = str(row["answer"])
-    return _verdict(predicted == answer or _math_verify_bare(answer, predicted))
+    return _verdict(predicted == answer or _math_verify_bare(answer, predicted), feedback)
 
 
 # ----- multiple choice (mcq.py, gpqa.py) --------------------------------------------------------
@@ -150,7 +165,7 @@ def study_react_tool(completion: str, row: dict) -> Verdict:
     equal the reference's."""
     actions, inputs = study_react(completion)
     expected_actions, expected_inputs = study_reference_calls(row)
-    problems = []
+    problems = []  # the texts of verl/utils/reward_score/feedback/tooluse.py @ d277934
     if Counter(actions) != Counter(expected_actions):
         problems.append(f"Actions mismatch: predicted {actions}, expected {expected_actions}")
     if inputs != expected_inputs:
