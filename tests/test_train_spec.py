@@ -138,7 +138,7 @@ def test_reward_scores_each_distinct_completion_once(monkeypatch):
 
     calls = []
 
-    def counting_score(verifier, text, row):
+    def counting_score(verifier, text, row, truncated=False):
         calls.append((text, row["id"]))
         return rewards_module.Verdict(float(text == row["answer"]), None, None)
 

@@ -3,6 +3,12 @@
 A completion that cannot be scored gets reward 0 with a `reason` (counted per step), never an
 exception out of training. The last call's verdicts are kept for the SDPO teacher prompt
 (environment feedback) and for the collapse monitor.
+
+A completion is truncated, as the study decides it (verl/workers/reward_manager/naive.py:84 @
+d277934), when its token ids (TRL's `completion_ids`, cut after the first end token) hold no
+`eos_token_id`, the tokenizer's end token: for Qwen3 `<|im_end|>`. A completion that ended on
+another of the generation config's end tokens (`<|endoftext|>`) counts as truncated there too.
+The verifiers that use it (`sees_truncation`) get it; no reward depends on it.
 """
 
 from __future__ import annotations
@@ -36,43 +42,60 @@ class VerifierReward:
 
     The dataset given to the trainer has a `row_index` column into `rows`; TRL passes it back
     as a keyword argument. `workers > 1` scores in a thread pool (useful for the code sandbox,
-    whose subprocesses release the GIL); results keep their order either way.
+    whose subprocesses release the GIL); results keep their order either way. With
+    `eos_token_id` (the tokenizer's), a completion whose `completion_ids` lack it is scored as
+    truncated; without, no completion is.
     """
 
     __name__ = "verifier"
 
-    def __init__(self, rows: list[dict], workers: int = 1, monitor=None) -> None:
+    def __init__(
+        self, rows: list[dict], workers: int = 1, monitor=None, eos_token_id: int | None = None
+    ) -> None:
         self.rows = rows
         self.workers = workers
         self.monitor = monitor
+        self.eos_token_id = eos_token_id
         self.last_verdicts: list[Verdict] = []
         self.last_texts: list[str] = []
         self._pending: list[Verdict] = []
         self._pending_rows: list[int] = []
 
-    def _score_one(self, text: str, row: dict) -> Verdict:
+    def _score_one(self, key: tuple[str, int, bool]) -> Verdict:
         # Verifier names are checked before training (check_verifiers), so nothing here is a
         # configuration error: whatever goes wrong is the completion's zero reward, with a reason.
+        text, index, truncated = key
+        row = self.rows[index]
         try:
-            return score(verifier_for(row), text, row)
+            return score(verifier_for(row), text, row, truncated=truncated)
         except Exception as err:
             return Verdict(0.0, "The answer could not be checked.", f"scoring failed: {err}"[:300])
+
+    def truncated(self, completion_ids: list | None, count: int) -> list[bool]:
+        """Per completion: no end token among its ids (all False without an `eos_token_id`)."""
+        if self.eos_token_id is None:
+            return [False] * count
+        if completion_ids is None or len(completion_ids) != count:
+            got = "none" if completion_ids is None else len(completion_ids)
+            raise ValueError(f"the reward needs completion_ids for {count} completions, got {got}")
+        return [self.eos_token_id not in list(ids) for ids in completion_ids]
 
     def __call__(
         self, prompts: list, completions: list, row_index: list[int], **kwargs: Any
     ) -> list[float]:
         texts = [completion_text(c) for c in completions]
-        keys = [(text, int(i)) for text, i in zip(texts, row_index, strict=True)]
+        truncated = self.truncated(kwargs.get("completion_ids"), len(texts))
+        keys = [
+            (text, int(i), cut) for text, i, cut in zip(texts, row_index, truncated, strict=True)
+        ]
         # A group repeats completions, more so as the policy sharpens: each distinct
-        # (completion, row) is scored once (a code-sandbox run costs tens of milliseconds).
+        # (completion, row, truncation) is scored once (a code-sandbox run costs tens of ms).
         unique = list(dict.fromkeys(keys))
-        rows = [self.rows[i] for _, i in unique]
-        unique_texts = [text for text, _ in unique]
         if self.workers > 1 and len(unique) > 1:
             with ThreadPoolExecutor(self.workers) as pool:
-                scored = list(pool.map(self._score_one, unique_texts, rows))
+                scored = list(pool.map(self._score_one, unique))
         else:
-            scored = [self._score_one(t, r) for t, r in zip(unique_texts, rows, strict=True)]
+            scored = [self._score_one(key) for key in unique]
         by_key = dict(zip(unique, scored, strict=True))
         verdicts = [by_key[key] for key in keys]
         self.last_verdicts = verdicts

@@ -211,6 +211,7 @@ def build_trainer(
     # replayed ones.
     probe_rows, rows = rows, [*rows, *replay_rows]
     reward = reward or VerifierReward(rows, workers=t["reward_workers"])
+    reward.eos_token_id = tokenizer.eos_token_id  # the study's truncation test (rewards.py)
     reward.monitor = monitor
     probe = None
     spec = t["kl_probe"]
