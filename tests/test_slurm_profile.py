@@ -420,6 +420,7 @@ STUDY_SDPO = {
     "dont_reprompt_on_self_success": True,
     "include_environment_feedback": True,
     "environment_feedback_only_without_solution": True,
+    "environment_feedback_on_success": True,
     "teacher_templates": "study",
     "success_reward_threshold": 0.5,
 }

@@ -56,6 +56,12 @@ def world(tmp_path_factory):
             "teacher_model_kind": "base",
             "include_environment_feedback": True,
         },
+        sdpo_feedback_on_success={
+            "trainer": "sdpo",
+            "teacher_model_kind": "base",
+            "include_environment_feedback": True,
+            "environment_feedback_on_success": True,
+        },
         sdpo_study={
             "trainer": "sdpo",
             "teacher_model_kind": "base",
@@ -233,6 +239,27 @@ def test_verifier_feedback_reaches_the_teacher_prompt(world):
     )
     assert _teacher_prompt(trainer, context, 0) == expected
     assert "Correct." not in _teacher_prompt(trainer, context, 1)  # successes get no feedback
+
+
+def test_feedback_on_a_successful_rollout_is_an_option(world):
+    """The study keeps every rollout's feedback (ray_trainer.py `_collect_feedback`): a correct
+    but truncated math answer with no successful sibling is reprompted with the truncation
+    text. `environment_feedback_on_success` does so; by default a success gets none."""
+    truncated = "Your response was truncated because it exceeded the maximum length."
+    for method, shown in (("sdpo_feedback", False), ("sdpo_feedback_on_success", True)):
+        trainer = make(world, method)
+        reward = trainer.reward_funcs[0]
+        reward.last_verdicts = [Verdict(1.0, truncated)] + [Verdict(0.0, "")] * 3
+        prompt, context = _build(trainer, ["\\boxed{5}", "b", "c", "d"], [1.0, 0.0, 0.0, 0.0])
+        with_feedback = trainer.processing_class.apply_chat_template(
+            teacher_messages(prompt, None, feedback=truncated),
+            tokenize=False,
+            add_generation_prompt=True,
+        )
+        assert (_teacher_prompt(trainer, context, 0) == with_feedback) == shown, method
+        assert truncated not in _teacher_prompt(trainer, context, 1)
+    # the reward tells truncation by the checkpoint tokenizer's end token (rewards.py)
+    assert reward.eos_token_id == trainer.processing_class.eos_token_id is not None
 
 
 def test_the_study_teacher_templates_reach_the_teacher_prompt(world):

@@ -87,7 +87,13 @@ class CptSDPOConfig(SDPOConfig):
             With `include_environment_feedback=True`, take each failed rollout's feedback from
             the reward function (any reward function with a `feedback_for_last()` method, e.g.
             `cptlab.train.rewards.VerifierReward`) instead of a dataset `privileged_context`
-            column (which, when present, wins). Successful rollouts get no feedback.
+            column (which, when present, wins). Successful rollouts get no feedback unless
+            `environment_feedback_on_success`.
+        environment_feedback_on_success (`bool`, *optional*, defaults to `False`):
+            Give every rollout its feedback, a successful one (reward at or above
+            `success_reward_threshold`) too, as the study does (verl/trainer/ppo/ray_trainer.py
+            `_collect_feedback`). Its verifiers give a success feedback only for a truncated
+            math answer; cptlab's strict verifiers say "Correct.", which this would show.
         skip_inactive_rows (`bool`, *optional*, defaults to `True`):
             With `distillation_weight=1.0`, forward the student and the teacher only on rollouts
             whose teacher prompt was reprompted; the others have zero loss. The loss is rescaled
@@ -137,6 +143,9 @@ class CptSDPOConfig(SDPOConfig):
     )
     feedback_from_reward: bool = field(
         default=True, metadata={"help": "Environment feedback from the reward function's verdicts."}
+    )
+    environment_feedback_on_success: bool = field(
+        default=False, metadata={"help": "Feedback for successful rollouts too (the study's way)."}
     )
     skip_inactive_rows: bool = field(
         default=True,
@@ -204,7 +213,8 @@ class CptSDPOConfig(SDPOConfig):
 
 
 class VerifierFeedbackContextBuilder(SuccessfulRolloutTeacherContextBuilder):
-    """TRL's teacher-context builder, fed with the reward function's feedback on failed rollouts.
+    """TRL's teacher-context builder, fed with the reward function's feedback on failed rollouts
+    (on every rollout with `environment_feedback_on_success`).
 
     TRL reads environment feedback from a dataset column (`privileged_context`) fixed before the
     rollout; the verifier's feedback exists only after scoring. This builder swaps it in.
@@ -220,7 +230,8 @@ class VerifierFeedbackContextBuilder(SuccessfulRolloutTeacherContextBuilder):
                 given = feedbacks or [None] * len(prompts)
                 feedbacks = [
                     (given[i] or verdict_feedback[i])
-                    if local[i] < args.success_reward_threshold
+                    if args.environment_feedback_on_success
+                    or local[i] < args.success_reward_threshold
                     else None
                     for i in range(len(prompts))
                 ]

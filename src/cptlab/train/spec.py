@@ -95,6 +95,7 @@ METHOD_DEFAULTS: dict[str, dict[str, Any]] = {
         "distillation_weight": 1.0,
         "include_environment_feedback": False,
         "environment_feedback_only_without_solution": False,
+        "environment_feedback_on_success": False,
         "success_reward_threshold": 1.0,
         "dont_reprompt_on_self_success": True,
         "max_reprompt_len": 10240,
