@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import run_cli, run_command
 
+from cptlab.evaluation.scoring import PASS_FRACTION_KEYS
 from cptlab.results.aggregate import METRIC_COLUMNS, SCORE_COLUMNS, SUMMARY_COLUMNS, read_csv
 
 DOMAINS = {
@@ -40,6 +41,11 @@ def write_eval(path: Path, name: str, acc: float) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     record = {"benchmark": name, "accuracy": acc, "n": 50, "ci_low": acc - 0.1}
     record.update(ci_high=acc + 0.1, samples=1, backend="hf")
+    if name == "math_id":  # a verifier that counts tests (null elsewhere, or absent: older files)
+        record.update(test_pass_fraction=acc + 0.05, test_pass_fraction_ci_low=acc)
+        record.update(test_pass_fraction_ci_high=acc + 0.1)
+    elif name == "math_ood":
+        record.update(dict.fromkeys(PASS_FRACTION_KEYS))
     path.write_text(json.dumps(record))
 
 
@@ -78,7 +84,8 @@ def test_scores_csv(tree):
         rows = list(csv.DictReader(handle))
     assert list(rows[0]) == SCORE_COLUMNS == [
         "method", "seed", "stage", "stage_domain", "benchmark", "benchmark_domain", "split",
-        "accuracy", "n", "ci_low", "ci_high", "samples", "backend",
+        "accuracy", "n", "ci_low", "ci_high", "samples", "backend", "test_pass_fraction",
+        "test_pass_fraction_ci_low", "test_pass_fraction_ci_high",
     ]  # fmt: skip
     assert len(rows) == len(METHODS) * len(SEEDS) * 3 * len(BENCHMARKS)  # stages 0, 1, 2
     seen = set()
@@ -91,6 +98,12 @@ def test_scores_csv(tree):
         assert float(row["accuracy"]) == pytest.approx(accuracy(*key))
         assert float(row["ci_high"]) == pytest.approx(accuracy(*key) + 0.1)
         assert row["n"] == "50" and (row["samples"], row["backend"]) == ("1", "hf")
+        fractions = [float(row[k]) for k in PASS_FRACTION_KEYS]
+        if row["benchmark"] == "math_id":
+            want = [accuracy(*key) + d for d in (0.05, 0.0, 0.1)]
+            assert fractions == pytest.approx(want)
+        else:
+            assert all(math.isnan(f) for f in fractions)
         domain, split = row["benchmark"].split("_")
         assert (row["benchmark_domain"], row["split"]) == (domain, split)
     first = rows[0]

@@ -19,7 +19,9 @@ from cptlab.base_model.tokenizer import train_tokenizer
 from cptlab.chat import prompt_length
 from cptlab.checkpoints import load_tokenizer
 from cptlab.config import ConfigError
+from cptlab.evaluation.evaluate import summarise
 from cptlab.evaluation.generation import count_generated
+from cptlab.evaluation.scoring import PASS_FRACTION_KEYS
 from cptlab.evaluation.settings import EvalSettings
 from cptlab.layout import Layout
 from cptlab.rows import RowError
@@ -31,7 +33,8 @@ torch.set_num_threads(1)
 EVAL_KEYS = {
     "benchmark", "domain", "split", "checkpoint", "accuracy", "ci_low", "ci_high", "n",
     "too_long", "samples", "temperature", "top_p", "backend", "seed", "seconds",
-    "tokens_generated",
+    "tokens_generated", "test_pass_fraction", "test_pass_fraction_ci_low",
+    "test_pass_fraction_ci_high",
 }  # fmt: skip
 MAX_TOKENS = 8
 EVEN_ID = "tiny_even_id"
@@ -136,8 +139,31 @@ def test_eval_json_and_responses(world):
     assert (record["samples"], record["temperature"], record["backend"]) == (1, 0.0, "hf")
     assert 6 <= record["tokens_generated"] <= 6 * MAX_TOKENS
     assert record["seconds"] > 0
+    # its verifier counts no tests
+    assert [record[k] for k in PASS_FRACTION_KEYS] == [None] * 3
+    assert not any("test_pass_fractions" in x for x in lines)
     # EVAL.json marks completion: it is written after the responses file
     assert out.stat().st_mtime_ns >= (out.parent / "responses.jsonl").stat().st_mtime_ns
+
+
+def test_code_benchmarks_report_the_test_pass_fraction_beside_the_accuracy():
+    """The study's reward is all-pass (`accuracy`); verl reports the mean fraction of tests
+    passed (`acc`, feedback/code.py): both, averaged over samples then items."""
+    add = "```python\na, b = map(int, input().split())\nprint(a + b)\n```"
+    tests = {"testtype": "stdin", "fn_name": "", "time_limit": 1}
+    rows = [
+        {"id": "two", "metadata": {"verifier": "study_code", "study_tests": {
+            **tests, "inputs": ["1 2\n", "3 4\n"], "outputs": ["3\n", "8\n"]}}},
+        {"id": "one", "metadata": {"verifier": "study_code", "study_tests": {
+            **tests, "inputs": ["1 2\n"], "outputs": ["3\n"]}}},
+    ]  # fmt: skip
+    result = summarise(rows, [[add, "no code"], [add, "```python\nprint(0)\n```"]])
+    assert result["accuracy"] == pytest.approx((0.0 + 0.5) / 2)
+    assert result["test_pass_fraction"] == pytest.approx((0.25 + 0.5) / 2)
+    low, high = result["test_pass_fraction_ci_low"], result["test_pass_fraction_ci_high"]
+    assert low <= result["test_pass_fraction"] <= high
+    fractions = [r["test_pass_fractions"] for r in result["responses"]]
+    assert fractions == [[0.5, 0.0], [1.0, 0.0]]
 
 
 def test_greedy_is_deterministic(world):

@@ -75,9 +75,12 @@ def test_run_writes_the_results_contract(smoke):
     scores = pd.read_csv(results / "scores.csv")
     assert list(scores.columns) == [
         "method", "seed", "stage", "stage_domain", "benchmark", "benchmark_domain", "split",
-        "accuracy", "n", "ci_low", "ci_high", "samples", "backend",
+        "accuracy", "n", "ci_low", "ci_high", "samples", "backend", "test_pass_fraction",
+        "test_pass_fraction_ci_low", "test_pass_fraction_ci_high",
     ]  # fmt: skip
     assert set(scores.backend) == {"hf"} and set(scores.samples) == {1}
+    # only the study's code verifier counts tests; the smoke's verifiers do not
+    assert scores.test_pass_fraction.isna().all()
     # the base (stage 0) and two stages, for each method, on each benchmark
     assert len(scores) == METHODS * (STAGES + 1) * EVAL_BENCHMARKS
     assert set(scores.stage_domain) == {"base", "math", "science"}

@@ -2,9 +2,16 @@
 responses kept as JSONL.
 
 Accuracy is avg@k: the mean over items of the mean reward over an item's k samples (k = 1 and
-temperature 0 is greedy decoding). The 95% interval is a percentile bootstrap over items.
+temperature 0 is greedy decoding). The 95% interval is a percentile bootstrap over items. Where
+the verifier runs tests (code), `test_pass_fraction` is the same average of the fraction of
+tests each completion passed, with its interval: the metric the study's verl reports for code
+(`acc`), beside the all-pass accuracy that is its reward; null for other benchmarks.
 `run_evaluation` writes the responses file first and the EVAL.json summary last (atomically),
 so an EVAL.json on disk means the evaluation completed.
+
+Completions are scored as finished (not truncated): in the study truncation changes only the
+feedback, never a reward or a pass fraction (tests/test_train_rewards.py), and evaluation
+records no feedback.
 """
 
 from __future__ import annotations
@@ -23,33 +30,55 @@ from cptlab.checkpoints import load_checkpoint, load_tokenizer
 from cptlab.domains import get_benchmark
 from cptlab.errors import InputError
 from cptlab.evaluation.generation import generate
-from cptlab.evaluation.scoring import bootstrap_ci, rewards, score_completions
+from cptlab.evaluation.scoring import (
+    PASS_FRACTION_KEYS,
+    bootstrap_ci,
+    pass_fractions,
+    rewards,
+    score_completions,
+)
 from cptlab.evaluation.settings import EvalSettings
 from cptlab.layout import Layout
 from cptlab.plan import Plan, builds_base, eval_benchmarks
 from cptlab.rows import RowError, read_jsonl
+from cptlab.verifiers import Verdict
+
+
+def _pass_fraction_summary(verdicts: list[list[Verdict]], seed: int) -> dict:
+    """test_pass_fraction (avg@k) and its bootstrap interval; None each without tests."""
+    fractions = pass_fractions(verdicts)
+    if fractions is None:
+        return dict.fromkeys(PASS_FRACTION_KEYS)
+    per_item = fractions.mean(axis=1)
+    low, high = bootstrap_ci(per_item, seed=seed)
+    return dict(zip(PASS_FRACTION_KEYS, (float(np.mean(per_item)), low, high), strict=True))
+
+
+def _response(row: dict, completions: list[str], verdicts: list[Verdict]) -> dict:
+    response = {
+        "id": row["id"],
+        "completions": completions,
+        "rewards": [v.reward for v in verdicts],
+        "reasons": [v.reason for v in verdicts],
+    }
+    if any(v.test_pass_fraction is not None for v in verdicts):
+        response["test_pass_fractions"] = [v.test_pass_fraction for v in verdicts]
+    return response
 
 
 def summarise(rows: list[dict], completions: list[list[str]], seed: int = 0) -> dict:
-    """Score completions: accuracy (avg@k), bootstrap interval and one response per item."""
+    """Score completions: accuracy (avg@k), bootstrap interval, the test pass fraction where
+    the verifier runs tests, and one response per item."""
     verdicts = score_completions(rows, completions)
     per_item = rewards(verdicts).mean(axis=1) if rows else np.zeros(0)
     low, high = bootstrap_ci(per_item, seed=seed)
-    responses = [
-        {
-            "id": r["id"],
-            "completions": c,
-            "rewards": [v.reward for v in vs],
-            "reasons": [v.reason for v in vs],
-        }
-        for r, c, vs in zip(rows, completions, verdicts, strict=True)
-    ]
     return {
         "accuracy": float(np.mean(per_item)) if rows else float("nan"),
         "ci_low": low,
         "ci_high": high,
         "n": len(rows),
-        "responses": responses,
+        **_pass_fraction_summary(verdicts, seed),
+        "responses": [_response(*item) for item in zip(rows, completions, verdicts, strict=True)],
     }
 
 
@@ -157,6 +186,7 @@ def evaluate_benchmark(
         "ci_high": result["ci_high"],
         "n": result["n"],
         "too_long": too_long,
+        **{key: result[key] for key in PASS_FRACTION_KEYS},
         "samples": settings.samples,
         "temperature": settings.temperature,
         "top_p": settings.top_p,

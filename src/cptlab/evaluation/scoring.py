@@ -9,6 +9,13 @@ import numpy as np
 from cptlab.domains import get_benchmark
 from cptlab.verifiers import Verdict, score
 
+# A benchmark's test pass fraction and its interval, as EVAL.json and scores.csv name them.
+PASS_FRACTION_KEYS = (
+    "test_pass_fraction",
+    "test_pass_fraction_ci_low",
+    "test_pass_fraction_ci_high",
+)
+
 
 def verifier_for(row: dict) -> str:
     """Warm-up rows mix forms and carry their verifier; others use their benchmark's."""
@@ -25,6 +32,15 @@ def score_completions(rows: list[dict], completions: list[list[str]]) -> list[li
 def rewards(verdicts: list[list[Verdict]]) -> np.ndarray:
     """(rows x samples) array of rewards."""
     return np.array([[v.reward for v in row] for row in verdicts], dtype=float)
+
+
+def pass_fractions(verdicts: list[list[Verdict]]) -> np.ndarray | None:
+    """(rows x samples) array of the fraction of tests each completion passed, or None when no
+    verdict counts tests (the benchmark's verifier runs none). A completion whose tests never
+    ran (no program, a scoring failure) passed none of them."""
+    if not any(v.test_pass_fraction is not None for row in verdicts for v in row):
+        return None
+    return np.array([[v.test_pass_fraction or 0.0 for v in row] for row in verdicts], dtype=float)
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:

@@ -8,6 +8,10 @@ Outputs (each written atomically, where cptlab.layout puts them):
 
     scores.csv      SCORE_COLUMNS (`backend`: hf or vllm; `samples`: k of avg@k); stage 0 rows
                     (stage_domain "base") repeat the base's scores for every method and seed.
+                    `accuracy` is the mean reward (all tests pass, for code); for benchmarks
+                    whose verifier runs tests, `test_pass_fraction` (with its interval) is the
+                    mean fraction of tests passed, the study's reported code metric; NaN
+                    elsewhere.
     cl_metrics.csv  METRIC_COLUMNS, one row per (method, seed, stage, metric, benchmark); see
                     `cl_metric_rows` for the metrics. `note` says why a value is NaN.
     cl_summary.csv  SUMMARY_COLUMNS: mean over seeds with a t-based 95% interval (NaN interval
@@ -27,6 +31,7 @@ import pandas as pd
 
 from cptlab.artifacts import atomic_write_text
 from cptlab.errors import InputError
+from cptlab.evaluation.scoring import PASS_FRACTION_KEYS
 from cptlab.layout import Layout
 from cptlab.plan import Plan
 from cptlab.results import cl_metrics as clm
@@ -45,6 +50,9 @@ SCORE_COLUMNS = [
     "ci_high",
     "samples",
     "backend",
+    "test_pass_fraction",
+    "test_pass_fraction_ci_low",
+    "test_pass_fraction_ci_high",
 ]
 METRIC_COLUMNS = [
     "method",
@@ -93,6 +101,10 @@ def _read_eval(path: Path, benchmark: str) -> dict:
     return record
 
 
+def _number(value: object) -> float:
+    return float("nan") if value is None else float(value)
+
+
 def collect_scores(config: dict, layout: Layout) -> pd.DataFrame:
     """The long table of every (method, seed, stage, benchmark) accuracy (SCORE_COLUMNS).
 
@@ -131,6 +143,8 @@ def collect_scores(config: dict, layout: Layout) -> pd.DataFrame:
                             "ci_high": float(r["ci_high"]),
                             "samples": int(r["samples"]),
                             "backend": r["backend"],
+                            # optional in an EVAL.json (null, or absent from older ones)
+                            **{k: _number(r.get(k)) for k in PASS_FRACTION_KEYS},
                         }
                     )
     return pd.DataFrame(rows, columns=SCORE_COLUMNS)
