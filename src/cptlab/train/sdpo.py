@@ -9,10 +9,10 @@ Overrides (everything else is TRL's code, unchanged):
   tokens from the distillation loss; also logs the student's entropy.
 - `compute_loss`: with pure distillation, rollouts without a teacher reprompt carry zero loss, so
   student and teacher are forwarded on the reprompted rows only (same loss and gradient).
-- the teacher-context builder: the verifier's feedback on a failed rollout reaches the teacher
-  prompt through TRL's `privileged_context` channel; a demonstration loses the study's
-  unopened reasoning and the training benchmark's own reasoning format with its `<think>`
-  blocks.
+- the teacher-context builder: the verifier's feedback on a failed rollout (on any rollout, with
+  `environment_feedback_on_success`) reaches the teacher prompt through TRL's
+  `privileged_context` channel; a demonstration loses the study's unopened reasoning and the
+  training benchmark's own reasoning format with its `<think>` blocks.
 - `_save_checkpoint` / `_load_optimizer_and_scheduler`: the EMA teacher's weights are part of the
   trainer checkpoint, so a resumed run continues the same teacher.
 - the trust-region teacher: teacher logits = lerp(reference, student, mix) on the teacher's input.
