@@ -5,7 +5,7 @@ truncated) were given to the study's `compute_score` (Moenupa/SDPO-CL @ d277934,
 verl/utils/reward_score/feedback/code.py, loaded by path outside the project, called as its
 feedback/__init__.py calls it: `compute_score(completion, json.dumps(tests), {"split": "train",
 "truncated": truncated}, sparse_rewards=True)`, Python 3.11, one process per test as it runs
-them). STUDY holds what it returned: `score`, `acc` and `feedback` (as lines), recorded here as
+them). STUDY holds what it returned: `score`, `acc` and `feedback`, recorded here as
 literals. `study_code` must give the same reward, `test_pass_fraction` and feedback.
 """
 
@@ -183,140 +183,64 @@ CASES["swallowed_alarm_sleeping"] = (
     False,
 )
 
-# name: (score, acc, feedback lines), as the study's compute_score returned them.
+# name: (score, acc, feedback), as the study's compute_score returned them.
 STUDY = {
     "runtime_error_after_wrong_answer": (
         0.0,
         0.0,
         (
-            "Runtime Error",
-            "ZeroDivisionError: integer division or modulo by zero",
-            "Line 6 in <module> (Solution.py)",
-            "Line 3 in solve (Solution.py)",
-            "",
-            "Last Executed Input",
-            "1 0",
+            "Runtime Error\nZeroDivisionError: integer division or modulo by zero\n"
+            "Line 6 in <module> (Solution.py)\nLine 3 in solve (Solution.py)\n\n"
+            "Last Executed Input\n1 0"
         ),
     ),
     "two_shortest_wrong_answers_sorted": (
         0.0,
         0.25,
         (
-            "Test Case 2: Wrong Answer",
-            "",
-            "Input",
-            "1",
-            "",
-            "Output",
-            "no",
-            "",
-            "Expected",
-            "1",
-            "",
-            "Test Case 3: Wrong Answer",
-            "",
-            "Input",
-            "1 2 3",
-            "",
-            "Output",
-            "no",
-            "",
-            "Expected",
-            "6",
+            "Test Case 2: Wrong Answer\n\nInput\n1\n\nOutput\nno\n\nExpected\n1\n\n"
+            "Test Case 3: Wrong Answer\n\nInput\n1 2 3\n\nOutput\nno\n\nExpected\n6"
         ),
     ),
     "input_over_8_lines": (
         0.0,
         0.0,
         (
-            "Test Case 1: Wrong Answer",
-            "",
-            "Input",
-            "0",
-            "1",
-            "2",
-            "3",
-            "4",
-            "5",
-            "6",
-            "7",
-            "... (4 more lines)",
-            "",
-            "Output",
-            "12",
-            "",
-            "Expected",
-            "13",
+            "Test Case 1: Wrong Answer\n\nInput\n0\n1\n2\n3\n4\n5\n6\n7\n... (4 more lines)\n\n"
+            "Output\n12\n\nExpected\n13"
         ),
     ),
     "output_over_250_chars": (
         0.0,
         0.0,
         (
-            "Test Case 1: Wrong Answer",
-            "",
-            "Input",
-            "",
-            "",
-            "Output",
-            "x" * 250 + "...",
-            "",
-            "Expected",
-            "y" * 250 + "...",
+            "Test Case 1: Wrong Answer\n\nInput\n\n\nOutput\n"
+            + "x" * 250
+            + "...\n\nExpected\n"
+            + "y" * 250
+            + "..."
         ),
     ),
-    "timeout": (
-        0.0,
-        0.0,
-        (
-            "Time Limit Exceeded",
-            "",
-            "Last Executed Input",
-            "1",
-        ),
-    ),
+    "timeout": (0.0, 0.0, ("Time Limit Exceeded\n\nLast Executed Input\n1")),
     "stderr_debug_output": (
         0.0,
         0.0,
         (
-            "Test Case 1: Wrong Answer",
-            "",
-            "Input",
-            "3",
-            "",
-            "Output",
-            "1",
-            "",
-            "Expected",
-            "2",
-            "",
-            "Debug Output",
-            "step 0 zzz",
-            "step 1 " + "z" * 293 + "...",
-            "step 2 zzz",
-            "step 3 zzz",
-            "step 4 zzz",
-            "step 5 zzz",
-            "step 6 zzz",
-            "step 7 zzz",
-            "step 8 zzz",
-            "step 9 zzz",
-            "... (2 more lines)",
+            "Test Case 1: Wrong Answer\n\nInput\n3\n\nOutput\n1\n\nExpected\n2\n\n"
+            "Debug Output\nstep 0 zzz\nstep 1 "
+            + "z"
+            * 293
+            + "...\nstep 2 zzz\nstep 3 zzz\nstep 4 zzz\nstep 5 zzz\nstep 6 zzz\nstep 7 zzz\n"
+            "step 8 zzz\nstep 9 zzz\n... (2 more lines)"
         ),
     ),
     "debug_print_and_runtime_error": (
         0.0,
         0.0,
         (
-            "Runtime Error",
-            "ZeroDivisionError: integer division or modulo by zero",
-            "Line 4 in <module> (Solution.py)",
-            "",
-            "Last Executed Input",
-            "0",
-            "",
-            "Debug Output",
-            "reading 42",
+            "Runtime Error\nZeroDivisionError: integer division or modulo by zero\n"
+            "Line 4 in <module> (Solution.py)\n\nLast Executed Input\n0\n\nDebug Output\n"
+            "reading 42"
         ),
     ),
     "no_block_truncated": (
@@ -324,335 +248,134 @@ STUDY = {
         0.0,
         (
             "Truncated Attempt: Your previous response was too long and truncated because it "
-            "reached the maximum response length. Try again with a shorter response.",
+            "reached the maximum response length. Try again with a shorter response."
         ),
     ),
     "no_block_not_truncated": (
         0.0,
         0.0,
-        ("Incorrect Format: Put your code inside a ```python ... ``` block.",),
+        ("Incorrect Format: Put your code inside a ```python ... ``` block."),
     ),
     "truncated_with_block_wrong": (
         0.0,
         0.0,
-        (
-            "Test Case 1: Wrong Answer",
-            "",
-            "Input",
-            "1 2",
-            "",
-            "Output",
-            "0",
-            "",
-            "Expected",
-            "3",
-        ),
+        ("Test Case 1: Wrong Answer\n\nInput\n1 2\n\nOutput\n0\n\nExpected\n3"),
     ),
-    "truncated_with_block_right": (1.0, 1.0, ("",)),
-    "all_pass": (1.0, 1.0, ("",)),
+    "truncated_with_block_right": (1.0, 1.0, ("")),
+    "all_pass": (1.0, 1.0, ("")),
     "half_pass": (
         0.0,
         0.5,
-        (
-            "Test Case 2: Wrong Answer",
-            "",
-            "Input",
-            "3 4",
-            "",
-            "Output",
-            "7",
-            "",
-            "Expected",
-            "8",
-        ),
+        ("Test Case 2: Wrong Answer\n\nInput\n3 4\n\nOutput\n7\n\nExpected\n8"),
     ),
     "functional_true": (
         0.0,
         0.0,
-        (
-            "Test Case 1: Wrong Answer",
-            "",
-            "Input",
-            "1",
-            "2",
-            "",
-            "Output",
-            "True",
-            "",
-            "Expected",
-            "false",
-        ),
+        ("Test Case 1: Wrong Answer\n\nInput\n1\n2\n\nOutput\nTrue\n\nExpected\nfalse"),
     ),
     "functional_none": (
         0.0,
         0.0,
-        (
-            "Test Case 1: Wrong Answer",
-            "",
-            "Input",
-            "[3,1,2]",
-            "",
-            "Output",
-            "None",
-            "",
-            "Expected",
-            "6",
-        ),
+        ("Test Case 1: Wrong Answer\n\nInput\n[3,1,2]\n\nOutput\nNone\n\nExpected\n6"),
     ),
     "functional_list_and_tuple": (
         0.0,
         0.0,
         (
-            "Test Case 1: Wrong Answer",
-            "",
-            "Input",
-            "1",
-            "",
-            "Output",
-            "(1, [1, None, True])",
-            "",
-            "Expected",
-            "[1,[1,null,false]]",
-            "",
-            "Test Case 2: Wrong Answer",
-            "",
-            "Input",
-            "22",
-            "",
-            "Output",
-            "(22, [22, None, True])",
-            "",
-            "Expected",
-            "[22,[22,null,false]]",
+            "Test Case 1: Wrong Answer\n\nInput\n1\n\nOutput\n(1, [1, None, True])\n\n"
+            "Expected\n[1,[1,null,false]]\n\nTest Case 2: Wrong Answer\n\nInput\n22\n\nOutput\n"
+            "(22, [22, None, True])\n\nExpected\n[22,[22,null,false]]"
         ),
     ),
     "functional_non_serialisable": (
         0.0,
         0.0,
-        (
-            "Runtime Error",
-            "Non-serializable result type: set",
-            "",
-            "Last Executed Input",
-            "[1,1,2]",
-        ),
+        ("Runtime Error\nNon-serializable result type: set\n\nLast Executed Input\n[1,1,2]"),
     ),
-    "functional_string_result": (
-        0.0,
-        0.0,
-        (
-            "Runtime Error",
-            "7",
-            "",
-            "Last Executed Input",
-            "7",
-        ),
-    ),
+    "functional_string_result": (0.0, 0.0, ("Runtime Error\n7\n\nLast Executed Input\n7")),
     "functional_dict_input": (
         0.0,
         0.0,
         (
-            "Runtime Error",
-            'TypeError: can only concatenate str (not "int") to str',
-            "Line 2 in area (Solution.py)",
-            "",
-            "Last Executed Input",
-            "w = 2",
-            "h = " + "x" * 250 + "...",
+            'Runtime Error\nTypeError: can only concatenate str (not "int") to str\n'
+            "Line 2 in area (Solution.py)\n\nLast Executed Input\nw = 2\nh = " + "x" * 250 + "..."
         ),
     ),
     "functional_bad_expected": (
         0.0,
         0.0,
-        (
-            "Runtime Error",
-            "Expecting value: line 1 column 1 (char 0)",
-            "",
-            "Last Executed Input",
-        ),
+        ("Runtime Error\nExpecting value: line 1 column 1 (char 0)\n\nLast Executed Input"),
     ),
     "deep_recursion_frames": (
         0.0,
         0.0,
         (
-            "Runtime Error",
-            "ZeroDivisionError: integer division or modulo by zero",
-            "Line 4 in down (Solution.py)",
-            "Line 4 in down (Solution.py)",
-            "Line 3 in down (Solution.py)",
-            "",
-            "Last Executed Input",
-            "5",
+            "Runtime Error\nZeroDivisionError: integer division or modulo by zero\n"
+            "Line 4 in down (Solution.py)\nLine 4 in down (Solution.py)\n"
+            "Line 3 in down (Solution.py)\n\nLast Executed Input\n5"
         ),
     ),
     "assert_script_fails": (
         0.0,
         0.0,
         (
-            "Runtime Error",
-            "AssertionError: ",
-            "",
-            "Last Executed Input",
-            "assert inc(0) == 1",
-            "assert inc(1) == 2",
-            "assert inc(2) == 3",
-            "assert inc(3) == 4",
-            "assert inc(4) == 5",
-            "assert inc(5) == 6",
-            "assert inc(6) == 7",
-            "assert inc(7) == 8",
-            "... (2 more lines)",
+            "Runtime Error\nAssertionError: \n\nLast Executed Input\nassert inc(0) == 1\n"
+            "assert inc(1) == 2\nassert inc(2) == 3\nassert inc(3) == 4\nassert inc(4) == 5\n"
+            "assert inc(5) == 6\nassert inc(6) == 7\nassert inc(7) == 8\n... (2 more lines)"
         ),
     ),
     "assert_script_error_in_solution": (
         0.0,
         0.0,
         (
-            "Runtime Error",
-            "NameError: name 'undefined_name' is not defined",
-            "Line 2 in inc (Solution.py)",
-            "",
-            "Last Executed Input",
-            "assert inc(1) == 2",
+            "Runtime Error\nNameError: name 'undefined_name' is not defined\n"
+            "Line 2 in inc (Solution.py)\n\nLast Executed Input\nassert inc(1) == 2"
         ),
     ),
     "import_not_allowed": (
         0.0,
         0.0,
         (
-            "Runtime Error",
-            "ImportError: Import of module 'os' is not allowed",
-            "Line 2 in <module> (Solution.py)",
-            "",
-            "Last Executed Input",
+            "Runtime Error\nImportError: Import of module 'os' is not allowed\n"
+            "Line 2 in <module> (Solution.py)\n\nLast Executed Input"
         ),
     ),
     "sys_exit": (
         0.0,
         0.0,
-        (
-            "Runtime Error",
-            "SystemExit: 0",
-            "Line 4 in <module> (Solution.py)",
-            "",
-            "Last Executed Input",
-        ),
+        ("Runtime Error\nSystemExit: 0\nLine 4 in <module> (Solution.py)\n\nLast Executed Input"),
     ),
     "expected_trailing_dash": (
         0.0,
         0.0,
-        (
-            "Test Case 1: Wrong Answer",
-            "",
-            "Input",
-            "",
-            "",
-            "Output",
-            "5",
-            "",
-            "Expected",
-            "4",
-        ),
+        ("Test Case 1: Wrong Answer\n\nInput\n\n\nOutput\n5\n\nExpected\n4"),
     ),
-    "printed_error_marker": (
-        0.0,
-        0.0,
-        (
-            "Runtime Error",
-            "not really",
-            "",
-            "Last Executed Input",
-        ),
-    ),
+    "printed_error_marker": (0.0, 0.0, ("Runtime Error\nnot really\n\nLast Executed Input")),
     "feedback_over_2000_chars": (
         0.0,
         0.0,
-        (
-            "Test Case 1: Wrong Answer",
-            "",
-            "Input",
-            "q" * 240,
-            "q" * 240,
-            "q" * 240,
-            "q" * 240,
-            "q" * 240,
-            "q" * 240,
-            "q" * 240,
-            "q" * 240,
-            "",
-            "Output",
-            "w" * 31,
-        ),
+        ("Test Case 1: Wrong Answer\n\nInput\n" + ("q" * 240 + "\n") * 8 + "\nOutput\n" + "w" * 31),
     ),
     "name_error_exception_class": (
         0.0,
         0.0,
         (
-            "Runtime Error",
-            "NameError: name 'ValueError' is not defined",
-            "Line 4 in <module> (Solution.py)",
-            "",
-            "Last Executed Input",
-            "abc",
+            "Runtime Error\nNameError: name 'ValueError' is not defined\n"
+            "Line 4 in <module> (Solution.py)\n\nLast Executed Input\nabc"
         ),
     ),
-    "c_level_hang": (
-        0.0,
-        0.5,
-        (
-            "Time Limit Exceeded",
-            "",
-            "Last Executed Input",
-            "1",
-        ),
-    ),
-    "swallowed_alarm": (
-        0.0,
-        0.5,
-        (
-            "Time Limit Exceeded",
-            "",
-            "Last Executed Input",
-            "1",
-        ),
-    ),
+    "c_level_hang": (0.0, 0.5, ("Time Limit Exceeded\n\nLast Executed Input\n1")),
+    "swallowed_alarm": (0.0, 0.5, ("Time Limit Exceeded\n\nLast Executed Input\n1")),
     "process_exit": (
         0.0,
         0.5,
         (
-            "Test Case 4: Wrong Answer",
-            "",
-            "Input",
-            "3",
-            "",
-            "Output",
-            "3",
-            "",
-            "Expected",
-            "4",
-            "",
-            "Test Case 2: Wrong Answer",
-            "",
-            "Input",
-            "1",
-            "",
-            "Output",
-            "Process Error: EOFError: ",
-            "",
-            "Expected",
-            "1",
+            "Test Case 4: Wrong Answer\n\nInput\n3\n\nOutput\n3\n\nExpected\n4\n\n"
+            "Test Case 2: Wrong Answer\n\nInput\n1\n\nOutput\nProcess Error: EOFError: \n\n"
+            "Expected\n1"
         ),
     ),
-    "swallowed_alarm_sleeping": (
-        0.0,
-        0.5,
-        (
-            "Time Limit Exceeded",
-            "",
-            "Last Executed Input",
-            "1",
-        ),
-    ),
+    "swallowed_alarm_sleeping": (0.0, 0.5, ("Time Limit Exceeded\n\nLast Executed Input\n1")),
 }
 
 
@@ -662,7 +385,7 @@ def test_study_code_matches_the_studys_compute_score(name: str) -> None:
     reward, fraction, feedback = STUDY[name]
     row = {"answer": "", "metadata": {"tests": [], "study_tests": tests}}
     verdict = score("study_code", completion, row, truncated=truncated)
-    assert verdict.feedback == "\n".join(feedback)
+    assert verdict.feedback == feedback
     assert (verdict.reward, verdict.test_pass_fraction) == (reward, fraction)
 
 
