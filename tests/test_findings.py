@@ -80,6 +80,7 @@ def write_results(root, cfg: dict, nss: dict, boxed: dict) -> Layout:
                             acc + 0.1,
                             1,
                             "hf",
+                            *[float("nan")] * 3,  # no test pass fraction: no code tests
                         ]
                     )
             folder = layout.drift_chain_dir(method, seed)
