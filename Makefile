@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 CORES ?= all
 
-.PHONY: setup setup-vllm run study test test-vllm test-slow test-drills lint clean
+.PHONY: setup setup-vllm run study test test-vllm test-slow test-drills test-slurm lint clean
 
 setup: $(VENV)/.installed
 
@@ -106,6 +106,13 @@ test-slow: setup
 # Kill -9 a real workflow run mid-job, rerun the same command, compare with an uninterrupted run.
 test-drills: setup
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -q -m drill
+
+# `snakemake --profile slurm` on a real single-node SLURM that slurm/cluster.sh installs and
+# starts (Debian's packages, accounting included; needs root): the smoke workflow, the paper
+# config's requests and four failure drills (tests/test_slurm_cluster.py). CI runs it;
+# -rP prints the measured job count, times and --test-only verdicts.
+test-slurm: setup
+	PATH="$(abspath $(BIN)):$$PATH" OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -m slurm -rP
 
 lint: setup
 	$(BIN)/ruff check src tests bench diagnostics

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from workflow_helpers import BIN, ROOT, copy_workflow, edited_config, snakemake
+from workflow_helpers import BIN, ROOT, copy_workflow, dry_run_jobs, edited_config, snakemake
 
 from cptlab.provenance import STAGED, committed_path
 
@@ -331,13 +331,10 @@ def test_status_is_queried_for_this_run_and_nothing_runs(submitted):
 
 def dry_run_resources(text: str) -> dict[str, list[dict]]:
     """rule -> the `resources:` of each of its jobs, from a dry run's job listing."""
-    resources, rule = defaultdict(list), None
-    for line in text.splitlines():
-        if line.startswith(("rule ", "localrule ")) and line.endswith(":"):
-            rule = line.split()[1].rstrip(":")
-        elif line.strip().startswith("resources:") and rule is not None:
-            pairs = line.split(":", 1)[1].split(",")
-            resources[rule].append(dict(p.strip().split("=", 1) for p in pairs))
+    resources = defaultdict(list)
+    for job in dry_run_jobs(text):
+        if job["resources"]:
+            resources[job["rule"]].append(job["resources"])
     return resources
 
 
@@ -463,3 +460,18 @@ def test_paper_config_makes_the_studys_updates_per_rollout_batch(monkeypatch, tm
     sdpo = trl_common_args(resolve_stage(PAPER, "sdpo_frozen", "code"), 0, tmp_path)
     assert sdpo["steps_per_generation"] == sdpo["gradient_accumulation_steps"]
     assert sdpo["max_steps"] == 20
+
+
+@pytest.mark.parametrize("key, value", [("tasks", 8), ("slurm_extra", "--gres=gpu:8")])
+def test_resources_take_no_tasks_and_no_raw_sbatch_options(tmp_path, key, value) -> None:
+    """Two of the plugin's GPU conventions that would go wrong: `tasks` on a GPU job becomes
+    `--ntasks-per-gpu` (8 tasks on each of 8 GPUs: 64 processes where accelerate starts 8), and
+    GPU flags in `slurm_extra` stop the submission. A config's resources take neither key."""
+    from cptlab.config import ConfigError, load_config
+
+    def add_key(config):
+        config["resources"]["train"][key] = value
+
+    path = edited_config(ROOT / "config" / "paper.yaml", tmp_path / "paper.yaml", add_key)
+    with pytest.raises(ConfigError, match=key):
+        load_config(path)

@@ -90,6 +90,20 @@ def job_stats(text: str) -> Counter:
     return jobs
 
 
+def dry_run_jobs(text: str) -> list[dict]:
+    """Each job of a dry run's listing: its rule, threads and `resources:` (values as printed)."""
+    jobs: list[dict] = []
+    for line in text.splitlines():
+        field = line.strip().split(":", 1)
+        if line.startswith(("rule ", "localrule ")) and line.endswith(":"):
+            jobs.append({"rule": line.split()[1].rstrip(":"), "threads": 1, "resources": {}})
+        elif jobs and field[0] == "threads":
+            jobs[-1]["threads"] = int(field[1])
+        elif jobs and field[0] == "resources":
+            jobs[-1]["resources"] = dict(p.strip().split("=", 1) for p in field[1].split(","))
+    return jobs
+
+
 def edited_config(source: Path, dest: Path, edit) -> Path:
     config = yaml.safe_load(source.read_text())
     edit(config)

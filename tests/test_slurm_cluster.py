@@ -1,0 +1,638 @@
+"""`snakemake --cores all --profile slurm` on a real SLURM: the smoke workflow end to end, the
+paper config's requests on the scheduler, and failures drilled there.
+
+Opt-in (`make test-slurm`, marker `slurm`; CI runs it). The module starts a single-node
+cluster with slurm/cluster.sh (Debian's SLURM 22.05 with accounting, root needed) and stops it
+afterwards unless it was running before.
+
+- The smoke config as a user types it, with the profile and without it: every job ran once as
+  a SLURM job, with the resources of the config as accounting recorded them; scores.csv and the
+  stage weights are the local run's; the same command again has nothing to do.
+- The paper config: each rule's sbatch line, as the plugin builds it, passes
+  `sbatch --test-only` on the node's 8 count-only H100s; so do the plugin's GPU conventions.
+- Four drills on stages of SFT (its weights move, unlike the smoke config's RL stages, whose
+  zero rewards leave them as they were), each against one uninterrupted local run: scancel of
+  a training job; a training job past its time limit; the Snakemake controller killed with -9
+  while its jobs are queued and running, then the same command again; the accounting database
+  stopped while a job runs.
+
+The long runs overlap (fixture `runs`): the two smoke runs start together, and the drills as
+soon as the local one has made their data and base. The SLURM run leaves the CPUs idle while
+the plugin waits between status checks, and the drills' jobs queue beside its jobs.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import yaml
+from workflow_helpers import BIN, ROOT, copy_workflow, dry_run_jobs, planned_jobs, snakemake
+
+from cptlab.layout import Layout
+from cptlab.resources import snakemake_resources
+from cptlab.slurm import queued_jobs
+
+pytestmark = [pytest.mark.integration, pytest.mark.slurm]
+
+CLUSTER = ROOT / "slurm" / "cluster.sh"
+SMOKE = "config/smoke.yaml"
+PROFILE = yaml.safe_load((ROOT / "slurm" / "config.yaml").read_text())
+ON_SLURM = ("--cores", "all", "--profile", "slurm")
+# The rule kind whose `resources:` entry each rule reads (workflow/rules/*.smk); the other
+# rules (data, tables, figures) take the profile's default-resources and one thread.
+RULE_KINDS = {
+    "build_base": "build_base",
+    "train_stage": "train",
+    "evaluate_base": "evaluate",
+    "evaluate_stage": "evaluate",
+    "drift_chain": "drift",
+    "dataset_distance": "drift",
+}
+
+DRILL = "drill.yaml"
+DRILL_CONFIG = """\
+extends: config/smoke.yaml
+experiment: drill
+run: {sequence: [math], methods: [sft], seeds: [0, 1]}
+methods: {sft: {trainer: sft, training: {learning_rate: 1.0e-3}}}
+training: {steps: 40, save_steps: 5}
+"""
+# The timeout drill's training jobs may run one minute (two on the retry). They go to the
+# partition of the node's declared 64 CPUs, so that the stalled one does not hold one of the
+# two CPUs for which the other runs' jobs queue.
+TIMEOUT_DRILL = "drill_timeout.yaml"
+TIMEOUT_CONFIG = "extends: drill.yaml\nresources: {train: {runtime: 1, slurm_partition: gpu}}\n"
+LAYOUT = Layout(Path("results/drill"))
+STAGES = [LAYOUT.stage_manifest("sft", seed, 1, "math") for seed in (0, 1)]
+STATE = LAYOUT.state_dir("sft", 0, 1, "math")
+EVALUATIONS = [LAYOUT.eval_file("math_id"), LAYOUT.eval_file("math_id", "sft", 0, 1)]
+# Two stages and the base's evaluation are ready at once (one waits: the node has 2 CPUs),
+# and an evaluation of the first stage comes after it.
+DRILL_TARGETS = [*STAGES, *EVALUATIONS]
+# Far longer than any run takes here (the SLURM smoke run: 384 s beside the drills, 605 s on
+# a machine loaded by other work), so that a silent wait fails the test instead of hanging.
+RUN_BOUND_S = 1200
+
+
+def environment() -> dict[str, str]:
+    """The caller's environment, this venv first on PATH, one thread per torch process, and no
+    SLURM_* variables (a test run inside a SLURM job would pass its job's to every job)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    return {**env, "PATH": f"{BIN}:{os.environ['PATH']}", "OMP_NUM_THREADS": "1"}
+
+
+def command(*argv: str | Path) -> str:
+    """Run a command; its stdout, or a failure naming the command and its stderr."""
+    done = subprocess.run([str(a) for a in argv], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, f"{' '.join(map(str, argv))}: {done.stdout}{done.stderr}"
+    return done.stdout
+
+
+def tail(text: str, lines: int = 60) -> str:
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def wait_until(
+    condition: Callable[[], Any], what: str, timeout: float = 600, run=None, poll: float = 0.05
+) -> Any:
+    """Poll `condition` until it returns something true, and return that; fail naming `what`
+    after `timeout` seconds, or as soon as `run` has ended."""
+    end = time.monotonic() + timeout
+    while not (value := condition()):
+        if run is not None and run.process.poll() is not None:
+            pytest.fail(f"the run ended before {what}:\n{tail(run.log)}")
+        assert time.monotonic() < end, f"{what} did not happen within {timeout} s"
+        time.sleep(poll)
+    return value
+
+
+class Run:
+    """`snakemake ARGS` in WORKDIR, in the background and in a session of its own (a drill
+    kills it with all its children), its output in a log file beside the workflow."""
+
+    started: list[Run] = []  # every run of the module, stopped at its end
+
+    def __init__(self, workdir: Path, *args: str | Path) -> None:
+        self.workdir = workdir
+        self.log_path = workdir / f"snakemake-{time.monotonic_ns()}.log"
+        self.began = time.monotonic()
+        with open(self.log_path, "w") as log:
+            self.process = subprocess.Popen(
+                [str(BIN / "snakemake"), *map(str, args)],
+                cwd=workdir,
+                env=environment(),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        Run.started.append(self)
+
+    @property
+    def log(self) -> str:
+        return self.log_path.read_text()
+
+    def finish(self, timeout: float = RUN_BOUND_S) -> str:
+        """Wait for the run; fail unless it succeeded within `timeout` seconds. Its log."""
+        try:
+            code = self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.stop()
+            pytest.fail(f"snakemake ran over {timeout} s in {self.workdir}:\n{tail(self.log)}")
+        self.seconds = time.monotonic() - self.began
+        assert code == 0, f"snakemake failed ({code}) in {self.workdir}:\n{tail(self.log)}"
+        return self.log
+
+    def kill(self) -> None:
+        """kill -9 of Snakemake and its children (its SLURM jobs run on without it)."""
+        os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait()
+
+    def stop(self) -> None:
+        """SIGINT, on which Snakemake cancels its SLURM jobs (SIGTERM would wait for them)."""
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGINT)
+            try:
+                self.process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """The single-node cluster, running; stopped at the end if this module started it."""
+    was_running = subprocess.run([CLUSTER, "status"], capture_output=True).returncode == 0
+    command(CLUSTER, "start")
+    yield
+    for run in Run.started:  # what a failed test left running
+        run.stop()
+        jobs = queued_jobs(run.workdir)
+        if jobs:
+            subprocess.run(["scancel", *(job.jobid for job in jobs)], check=False)
+    if not was_running:
+        command(CLUSTER, "stop")
+
+
+# --- what SLURM recorded ----------------------------------------------------------------------
+
+SACCT_FIELDS = ("JobIDRaw", "JobName", "Comment", "State", "TimelimitRaw", "ReqTRES", "WorkDir")
+# The plugin's jobs of a killed run may still be in the queue: the accounting of a folder is
+# read once every job there has ended.
+ENDED = ("COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL")
+
+
+def accounting(workdir: Path, count: int, timeout: float = 600) -> list[dict[str, str]]:
+    """The jobs submitted from `workdir` as accounting recorded them, in submission order,
+    once it lists `count` of them, all ended. slurmctld sends a job's record when it ends, and
+    keeps them while slurmdbd is down (the accounting drill stops it for a while)."""
+    query = ["sacct", "-X", "--parsable2", "--noheader", "--starttime=now-1days"]
+    query.append(f"--format={','.join(SACCT_FIELDS)}")
+
+    def ended_jobs() -> list[dict[str, str]] | None:
+        done = subprocess.run(query, capture_output=True, text=True, timeout=60)
+        if done.returncode != 0:  # slurmdbd is down
+            return None
+        jobs = [
+            dict(zip(SACCT_FIELDS, line.split("|"), strict=True))
+            for line in done.stdout.splitlines()
+        ]
+        here = [job for job in jobs if Path(job["WorkDir"]).resolve() == workdir.resolve()]
+        ended = len(here) >= count and all(job["State"].startswith(ENDED) for job in here)
+        return sorted(here, key=lambda job: int(job["JobIDRaw"])) if ended else None
+
+    what = f"accounting of {count} ended jobs from {workdir}"
+    return wait_until(ended_jobs, what, timeout, poll=1)
+
+
+def rule_of(job: dict[str, str]) -> str:
+    """The rule of a job, from the comment the plugin gives it (rule_<rule>_wildcards_...)."""
+    return job["Comment"].removeprefix("rule_").partition("_wildcards_")[0]
+
+
+def requested(job: dict[str, str]) -> dict[str, Any]:
+    """A job's CPUs, memory (MB), GPUs and time limit (min), as SLURM recorded its request."""
+    tres = dict(item.split("=", 1) for item in job["ReqTRES"].split(",") if item)
+    value, unit = re.fullmatch(r"([\d.]+)([MGT])", tres["mem"]).groups()
+    return {
+        "cpus": int(tres["cpu"]),
+        "mem_mb": round(float(value) * {"M": 1, "G": 1024, "T": 1024**2}[unit]),
+        "gpus": int(tres.get("gres/gpu", 0)),
+        "runtime": int(job["TimelimitRaw"]),
+    }
+
+
+# --- the smoke config, with and without the profile -------------------------------------------
+
+
+@dataclass
+class Runs:
+    """The module's long runs, started so that they overlap."""
+
+    plan: Counter  # the smoke config's jobs per rule, the default target (a local rule) aside
+    local: Run  # the smoke config without the profile
+    on_slurm: Run  # and with it
+    drills: dict[str, Future]  # each drill's outcome, and the uninterrupted reference's
+    drills_began: float  # time.monotonic() when they were started
+
+
+@pytest.fixture(scope="module")
+def runs(cluster, tmp_path_factory) -> Iterator[Runs]:
+    """The smoke config with and without the profile, at once; as soon as the local run has
+    made the data and base the drills need, the drills and their reference, all at once and
+    each in a copy of the drill workflow. The SLURM run leaves the CPUs idle while the
+    executor plugin waits between status checks; the drills' jobs queue beside its jobs, as on
+    a busy cluster; the timeout drill's stalled job mostly waits out its time limit."""
+    plan = planned_jobs(copy_workflow(tmp_path_factory.mktemp("plan")), "--configfile", SMOKE)
+    assert plan.pop("all") == 1
+    local_dir, slurm_dir = (copy_workflow(tmp_path_factory.mktemp(n)) for n in ("local", "slurm"))
+    local = Run(local_dir, "--cores", "all", "--configfile", SMOKE)
+    on_slurm = Run(slurm_dir, *ON_SLURM, "--configfile", SMOKE)
+    local.finish()
+    template = drill_workflow(local.workdir, tmp_path_factory.mktemp("drill_template"))
+    drill_runs = {
+        "reference": reference_run,
+        "timeout": timeout_drill,
+        "cancel": cancel_drill,
+        "accounting": accounting_drill,
+        "controller": controller_drill,
+    }
+    pool = ThreadPoolExecutor(max_workers=len(drill_runs))
+    began, drills = time.monotonic(), {}
+    for name, drill in drill_runs.items():
+        work = tmp_path_factory.mktemp(name) / "workflow"
+        drills[name] = pool.submit(drill, shutil.copytree(template, work, symlinks=True))
+    yield Runs(plan, local, on_slurm, drills, began)
+    pool.shutdown(wait=True)
+
+
+@dataclass
+class Smoke:
+    local: Path
+    on_slurm: Path
+    plan: Counter
+    run: Run  # the SLURM run
+    jobs: list[dict[str, str]]  # its jobs, as accounting recorded them
+
+
+@pytest.fixture(scope="module")
+def smoke(runs) -> Smoke:
+    runs.on_slurm.finish()
+    jobs = accounting(runs.on_slurm.workdir, count=runs.plan.total())
+    print(
+        f"smoke: {len(jobs)} SLURM jobs, {runs.on_slurm.seconds:.0f} s through SLURM, "
+        f"{runs.local.seconds:.0f} s locally (both at once, then beside the drills)"
+    )
+    run_id = re.search(r"SLURM run ID: (\S+)", runs.on_slurm.log)[1]
+    assert {job["JobName"] for job in jobs} == {run_id}
+    return Smoke(runs.local.workdir, runs.on_slurm.workdir, runs.plan, runs.on_slurm, jobs)
+
+
+def test_every_job_ran_once_as_a_slurm_job(smoke):
+    assert Counter(rule_of(job) for job in smoke.jobs) == smoke.plan
+    assert len({job["Comment"] for job in smoke.jobs}) == len(smoke.jobs)  # none twice
+    assert {job["State"] for job in smoke.jobs} == {"COMPLETED"}
+    assert re.findall(r"^localrule (\w+):", smoke.run.log, re.MULTILINE) == ["all"]
+
+
+def test_each_jobs_resources_as_slurm_recorded_them_are_the_configs(smoke):
+    config = yaml.safe_load((ROOT / SMOKE).read_text())["resources"]
+    defaults = {**PROFILE["default-resources"], "threads": 1}
+    for job in smoke.jobs:
+        spec = config[RULE_KINDS[rule_of(job)]] if rule_of(job) in RULE_KINDS else defaults
+        expected = {
+            "cpus": spec["threads"],
+            "mem_mb": spec["mem_mb"],
+            "gpus": spec.get("gpu", 0),
+            "runtime": spec["runtime"],
+        }
+        assert requested(job) == expected, job
+
+
+def test_scores_and_stage_weights_are_the_local_runs(smoke):
+    results = Path("results/smoke")
+    scores = results / "scores.csv"
+    assert (smoke.on_slurm / scores).read_bytes() == (smoke.local / scores).read_bytes()
+    weights = sorted((smoke.local / results / "runs").rglob("model.safetensors"))
+    assert len(weights) == 4  # two methods, two stages
+    for path in weights:
+        on_slurm = smoke.on_slurm / path.relative_to(smoke.local)
+        assert on_slurm.read_bytes() == path.read_bytes(), path
+
+
+def test_the_same_command_again_has_nothing_to_do(smoke):
+    again = Run(smoke.on_slurm, *ON_SLURM, "--configfile", SMOKE).finish(timeout=300)
+    assert "Nothing to be done" in again
+    assert "has been submitted" not in again
+    assert len(accounting(smoke.on_slurm, count=len(smoke.jobs))) == len(smoke.jobs)
+
+
+def test_the_profile_avoids_the_plugins_avoidable_warnings(smoke):
+    """What the profile's settings avoid (the account guess is avoided by an account only)."""
+    for warning in (
+        "MinJobAge",  # squeue as the status command with a short MinJobAge
+        "Falling back to 'sacct'",
+        "should work reliably",  # sacct chosen where squeue would do
+        "No wall time information",
+        "No job memory information",
+        "Unable to get the status",
+        "No partition was given",
+    ):
+        assert warning not in smoke.run.log, warning
+
+
+# --- the paper config's requests on the scheduler ---------------------------------------------
+
+
+class PlannedJob(SimpleNamespace):
+    """What the plugin's sbatch-line builder reads of a job: name, threads, resources."""
+
+    def __init__(self, rule: str, threads: int, resources: dict[str, Any]) -> None:
+        values = {k: int(v) if str(v).isdigit() else v for k, v in resources.items()}
+        super().__init__(name=rule, threads=threads, resources=Resources(**values))
+
+    def is_group(self) -> bool:
+        return False
+
+
+class Resources(SimpleNamespace):
+    def get(self, key: str, default: Any = None) -> Any:
+        return getattr(self, key, default)
+
+
+def plugin_sbatch_line(job: PlannedJob, workdir: Path) -> str:
+    """The sbatch command line that the executor plugin's run_job builds for `job`, with its
+    own functions (partition, submit command, GPU flags), less the wrapped command."""
+    from snakemake_executor_plugin_slurm.partitions import get_default_partition
+    from snakemake_executor_plugin_slurm.submit_string import get_submit_command
+    from snakemake_executor_plugin_slurm.utils import set_gres_string
+
+    logger = logging.getLogger("plugin")
+    partition = job.resources.get("slurm_partition") or get_default_partition(job, logger)
+    params = {
+        "run_uuid": "test-only",
+        "slurm_logfile": workdir / "%j.log",
+        "comment_str": f"rule_{job.name}",
+        "account": "",  # this cluster has no accounts to choose from
+        "partition": f" -p {partition}",
+        "workdir": str(workdir),
+    }
+    return get_submit_command(job, params) + set_gres_string(job)
+
+
+def scheduler_verdict(line: str) -> str:
+    """slurmctld's verdict on an sbatch line: "Job ... to start at ..." or its refusal."""
+    done = subprocess.run(
+        f"{line} --test-only --wrap=true", shell=True, capture_output=True, text=True, timeout=60
+    )
+    return (done.stdout + done.stderr).strip()
+
+
+def accepted(verdict: str) -> bool:
+    return re.search(r"Job \d+ to start at \S+ using \d+ processors", verdict) is not None
+
+
+def test_each_paper_rule_passes_sbatch_test_only(cluster, tmp_path):
+    work = copy_workflow(tmp_path)
+    done = snakemake(work, "-n", *ON_SLURM, "--configfile", "config/paper.yaml", env=environment())
+    assert done.returncode == 0, tail(done.stdout + done.stderr)
+    jobs: dict[str, PlannedJob] = {}  # the first job of each rule
+    for job in dry_run_jobs(done.stdout + done.stderr):
+        if job["rule"] != "all":
+            jobs.setdefault(job["rule"], PlannedJob(**job))
+    assert set(jobs) == {
+        "prepare_data", "train_stage", "evaluate_base", "evaluate_stage", "drift_chain",
+        "dataset_distance", "aggregate", "findings", "figures", "drift_figures",
+    }  # fmt: skip
+    verdicts = {
+        rule: scheduler_verdict(plugin_sbatch_line(job, work)) for rule, job in jobs.items()
+    }
+    print("sbatch --test-only of the paper config:", json.dumps(verdicts, indent=1))
+    assert all(accepted(v) for v in verdicts.values()), verdicts
+    paper = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())["resources"]
+    for rule, kind in RULE_KINDS.items():
+        if rule in jobs:  # the paper config names a base: no build_base
+            cpus = paper[kind]["gpu"] * paper[kind]["cpus_per_gpu"]
+            assert f"using {cpus} processors" in verdicts[rule], (rule, verdicts[rule])
+            assert "in partition gpu" in verdicts[rule], (rule, verdicts[rule])
+    assert all("in partition cpu" in verdicts[r] for r in jobs if r not in RULE_KINDS)
+
+
+def test_the_plugins_gpu_conventions_on_the_scheduler(cluster, tmp_path):
+    """The config's `gpu` becomes `--gpus=N` with `--cpus-per-gpu`, and `gpu_model` a typed
+    request, `--gpus=<model>:N`: the node's H100s take it, another model is refused, and so
+    is a ninth GPU. (`tasks`, which the plugin turns into --ntasks-per-gpu for GPU jobs, and
+    `slurm_extra` are not resources keys of the config: tests/test_slurm_profile.py.)"""
+    paper = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())
+
+    def line(**train: Any) -> str:
+        config = {"resources": {"train": {**paper["resources"]["train"], **train}}}
+        resources = snakemake_resources(config, "train")
+        resources["runtime"] = resources["runtime"](None, 1)  # the first attempt
+        return plugin_sbatch_line(PlannedJob("train_stage", 8, resources), tmp_path)
+
+    plain, h100 = line(), line(gpu_model="h100")
+    assert " --gpus=8" in plain and " --cpus-per-gpu=8" in plain
+    assert "--cpus-per-task" not in plain and "--ntasks" not in plain
+    assert " --gpus=h100:8" in h100
+    assert accepted(scheduler_verdict(plain)) and accepted(scheduler_verdict(h100))
+    refused = "Requested node configuration is not available"
+    assert refused in scheduler_verdict(line(gpu_model="a100"))
+    assert refused in scheduler_verdict(line(gpu=9))
+
+
+# --- drills -----------------------------------------------------------------------------------
+
+
+def drill_workflow(smoke_run: Path, folder: Path) -> Path:
+    """The drill experiment's workflow in `folder`, with the data and base of a finished smoke
+    run (the same settings make the same data and base)."""
+    template = copy_workflow(folder)
+    (template / DRILL).write_text(DRILL_CONFIG)
+    (template / TIMEOUT_DRILL).write_text(TIMEOUT_CONFIG)
+    for part in ("data", "base", "provenance/data", "provenance/base.json"):
+        source, dest = smoke_run / "results" / "smoke" / part, template / LAYOUT.root / part
+        if source.is_dir():
+            shutil.copytree(source, dest, symlinks=True)  # keeps modification times
+        else:
+            shutil.copy2(source, dest)
+    planned = planned_jobs(template, *map(str, DRILL_TARGETS), "--configfile", DRILL)
+    assert planned == Counter(train_stage=2, evaluate_base=1, evaluate_stage=1), planned
+    return template
+
+
+@dataclass
+class Drill:
+    workdir: Path
+    log: str  # the command's log (the second one's, where it ran twice)
+    notes: dict[str, Any] = field(default_factory=dict)
+
+
+def reference_run(work: Path) -> Drill:
+    """The drill targets without interruption, locally."""
+    return Drill(work, Run(work, *DRILL_TARGETS, "--cores", "all", "--configfile", DRILL).finish())
+
+
+def checkpointed(work: Path) -> bool:
+    """Whether the first stage has saved a checkpoint (every 5 of its 40 steps)."""
+    return any((work / STATE).glob("checkpoint-*/trainer_state.json"))
+
+
+def train_job(work: Path) -> str:
+    """The SLURM id of the running training job submitted from `work`."""
+    jobs = [j for j in queued_jobs(work) if j.comment.startswith("rule_train_stage")]
+    return jobs[0].jobid if jobs and jobs[0].state == "RUNNING" else ""
+
+
+def cancel_drill(work: Path) -> Drill:
+    """scancel of the training job once it has saved its first checkpoint."""
+    run = Run(work, STAGES[0], *ON_SLURM, "--configfile", DRILL)
+    jobid = wait_until(lambda: train_job(work), "the training job's start", run=run, poll=0.2)
+    wait_until(lambda: checkpointed(work), "the first checkpoint", run=run)
+    command("scancel", jobid)
+    return Drill(work, run.finish())
+
+
+def timeout_drill(work: Path) -> Drill:
+    """The training process stops after its first checkpoint (SIGSTOP, as in a hung
+    collective), so that its job runs past its one-minute time limit."""
+    run = Run(work, STAGES[0], *ON_SLURM, "--configfile", TIMEOUT_DRILL)
+    wait_until(lambda: checkpointed(work), "the first checkpoint", run=run)
+    stopped = [pid for pid in processes_in(work) if b"train-stage" in cmdline(pid)]
+    assert stopped, "no training process found"
+    for pid in stopped:
+        os.kill(pid, signal.SIGSTOP)
+    return Drill(work, run.finish())
+
+
+def processes_in(folder: Path) -> list[int]:
+    """The processes whose working directory is `folder` (a SLURM job's is its -D)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        try:
+            if entry.isdigit() and Path(os.readlink(f"/proc/{entry}/cwd")) == folder.resolve():
+                pids.append(int(entry))
+        except OSError:  # ended meanwhile
+            continue
+    return pids
+
+
+def cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def controller_drill(work: Path) -> Drill:
+    """kill -9 of the Snakemake controller while its jobs are queued and running, then the
+    same command again."""
+    args = (*DRILL_TARGETS, *ON_SLURM, "--configfile", DRILL)
+    run = Run(work, *args)
+
+    def queued_and_running() -> bool:
+        return {"PENDING", "RUNNING"} <= {job.state for job in queued_jobs(work)}
+
+    wait_until(queued_and_running, "a job queued beside a running one", run=run, poll=0.2)
+    run.kill()
+    left = [job.describe() for job in queued_jobs(work)]
+    return Drill(work, Run(work, *args).finish(), {"left": left})
+
+
+def accounting_drill(work: Path) -> Drill:
+    """slurmdbd and its database stopped while a job runs; started again afterwards."""
+    run = Run(work, STAGES[0], EVALUATIONS[1], *ON_SLURM, "--configfile", DRILL)
+    try:
+        wait_until(lambda: train_job(work), "the training job's start", run=run, poll=0.2)
+        command(CLUSTER, "stop", "slurmdbd", "mariadbd")
+        return Drill(work, run.finish())
+    finally:
+        command(CLUSTER, "start")
+
+
+@pytest.fixture(scope="module")
+def drills(runs) -> dict[str, Future]:
+    """The drills' outcomes, once all have ended: each test takes its own (or its failure)."""
+    wait(runs.drills.values())
+    print(f"drills: all ended {time.monotonic() - runs.drills_began:.0f} s after they started")
+    return runs.drills
+
+
+def assert_same_results(drill: Drill, reference: Drill, outputs: list[Path]) -> None:
+    """Each stage's weights and each evaluation (less its timing) equal the reference's."""
+
+    def same_bytes(path: Path) -> bool:
+        return (drill.workdir / path).read_bytes() == (reference.workdir / path).read_bytes()
+
+    def record(workdir: Path, path: Path) -> dict:
+        return {k: v for k, v in json.loads((workdir / path).read_text()).items() if k != "seconds"}
+
+    for path in outputs:
+        if path.name == "manifest.json":  # a stage
+            weights = path.with_name("model.safetensors")
+            assert same_bytes(weights), f"{weights} differs from the uninterrupted run's"
+        else:  # an evaluation
+            assert record(drill.workdir, path) == record(reference.workdir, path), path
+            responses = path.with_suffix(".responses.jsonl")
+            assert same_bytes(responses), f"{responses} differs from the uninterrupted run's"
+
+
+def resumed_stage(drill: Drill) -> dict:
+    manifest = json.loads((drill.workdir / STAGES[0]).read_text())
+    assert manifest["resumed_from"] is not None, "the retry started over instead of resuming"
+    assert manifest["steps_done"] == 40
+    return manifest
+
+
+def test_a_cancelled_training_job_is_retried_and_resumes_to_the_same_weights(drills):
+    drill, reference = drills["cancel"].result(), drills["reference"].result()
+    tries = accounting(drill.workdir, count=2)
+    assert [(rule_of(j), j["State"].split()[0]) for j in tries] == [
+        ("train_stage", "CANCELLED"),
+        ("train_stage", "COMPLETED"),
+    ]
+    resumed_stage(drill)
+    assert_same_results(drill, reference, [STAGES[0]])
+
+
+def test_a_job_past_its_time_limit_is_retried_with_a_longer_one(drills):
+    drill, reference = drills["timeout"].result(), drills["reference"].result()
+    tries = accounting(drill.workdir, count=2)
+    limits = [(job["State"], job["TimelimitRaw"]) for job in tries]
+    assert limits == [("TIMEOUT", "1"), ("COMPLETED", "2")]  # minutes
+    resumed_stage(drill)
+    assert_same_results(drill, reference, [STAGES[0]])
+
+
+def test_the_controller_killed_with_9_then_again_submits_no_job_twice(drills):
+    drill, reference = drills["controller"].result(), drills["reference"].result()
+    assert drill.notes["left"], "no job outlived the killed controller"
+    assert "of a killed run of this workflow are still queued or running" in drill.log
+    jobs = accounting(drill.workdir, count=len(DRILL_TARGETS))
+    assert len(jobs) == len(DRILL_TARGETS), [j["Comment"] for j in jobs]
+    assert len({j["Comment"] for j in jobs}) == len(jobs)  # none twice
+    assert {j["State"] for j in jobs} == {"COMPLETED"}
+    assert_same_results(drill, reference, DRILL_TARGETS)
+
+
+def test_the_accounting_database_stopped_mid_run_does_not_stop_the_workflow(drills):
+    drill, reference = drills["accounting"].result(), drills["reference"].result()
+    jobs = accounting(drill.workdir, count=2)
+    assert [(rule_of(j), j["State"]) for j in jobs] == [
+        ("train_stage", "COMPLETED"),
+        ("evaluate_stage", "COMPLETED"),
+    ]
+    assert_same_results(drill, reference, [STAGES[0], EVALUATIONS[1]])
