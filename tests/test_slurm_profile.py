@@ -174,6 +174,17 @@ def job_of(wrap: str) -> tuple[str, str]:
     return rule, wildcards
 
 
+def hub_cache_with(model: str, cache: Path) -> Path:
+    """An HF hub cache holding `model`'s config.json, as `huggingface-cli download` leaves it."""
+    repo = cache / f"models--{model.replace('/', '--')}"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text("0" * 40)
+    snapshot = repo / "snapshots" / ("0" * 40)
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text("{}")
+    return cache
+
+
 @pytest.fixture(scope="module")
 def submitted(tmp_path_factory):
     """Run the paper config through `--profile slurm` against fake SLURM commands."""
@@ -209,6 +220,9 @@ def submitted(tmp_path_factory):
     env = {
         "PATH": f"{fake_bin}:{BIN}:{os.environ['PATH']}",
         "FAKE_SLURM_DIR": str(state),
+        # The base as a cluster user has it (README: fill the caches first); without it the
+        # run would stop before its first job (cptlab.site).
+        "HF_HUB_CACHE": str(hub_cache_with(PAPER["base"]["path"], tmp_path_factory.mktemp("hub"))),
         "SNAKEMAKE_SLURM_PARTITIONS": "",  # no site partition file: the config's partitions
         "OMP_NUM_THREADS": "1",
     }

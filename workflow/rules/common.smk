@@ -16,6 +16,7 @@ from cptlab.layout import BASE_JOB, Layout
 from cptlab.locks import lock_holder, record_lock_owner, release_stale_lock
 from cptlab.plan import Plan, base_measure_benchmarks, builds_base, datasets, eval_benchmarks
 from cptlab.provenance import SourceTree, stage, write_if_changed
+from cptlab.site import site_problems
 from cptlab.resources import (
     RESOURCE_DEFAULTS,
     cptlab_invocation,
@@ -59,7 +60,23 @@ CONFIG_FILE = str(LAYOUT.config_file)
 SOURCES = SourceTree(Path(workflow.basedir) / "src" / "cptlab")
 
 
+# What the run still needs of this machine (data files, the base, SLURM partitions), checked
+# before the first job: a placeholder left in the config stops a run at once, key by key, not
+# hours in (cptlab.site). A dry run names the same problems as warnings.
+def site_check_lines(level):
+    slurm = workflow.executor_plugin is not None and workflow.executor_plugin.name == "slurm"
+    return [f"cptlab: {level}: {p}" for p in site_problems(config, LAYOUT, slurm=slurm)]
+
+
+if workflow.is_main_process and workflow.output_settings.dryrun:
+    for _line in site_check_lines("warning"):
+        print(_line, file=sys.stderr)
+
+
 onstart:
+    if _site_errors := site_check_lines("error"):
+        print("\n".join(_site_errors), file=sys.stderr)
+        sys.exit(2)
     record_lock_owner()
     write_if_changed(CONFIG_FILE, config, sort_keys=False)
 
