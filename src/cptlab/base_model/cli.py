@@ -22,3 +22,17 @@ def build_base(args: argparse.Namespace) -> None:
 
     manifest = build_base(load_config(args.config), args.data_dir, args.out, threads=args.threads)
     print(json.dumps({"bounds_ok": manifest["bounds_ok"], "seconds": manifest["seconds"]}))
+
+
+@command(
+    "build-rehearsal-base",
+    "build the rehearsal's tiny Qwen3 base (config/rehearsal.yaml's base.path)",
+    arg("--out", required=True, help="output model folder"),
+    arg("--fixtures", default="tests/fixtures/paper", help="rows to train the tokenizer on"),
+    arg("--seed", type=int, default=0, help="the model's initialisation seed"),
+)
+def build_rehearsal_base(args: argparse.Namespace) -> None:
+    from cptlab.base_model.rehearsal import RehearsalBase, build_rehearsal_base
+
+    built = build_rehearsal_base(args.out, RehearsalBase(seed=args.seed), args.fixtures)
+    print(json.dumps(built, sort_keys=True))
