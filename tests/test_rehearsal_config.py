@@ -1,0 +1,87 @@
+"""config/rehearsal.yaml is config/paper.yaml but for what a 2-core CPU cannot run as the study
+does (docs/rehearsal.md). Any other difference fails here, so that an edit of paper.yaml flows
+into the rehearsal rather than being shadowed by it."""
+
+from __future__ import annotations
+
+import fnmatch
+
+from cptlab.config import load_config
+
+# Every key path the rehearsal may change (`*`: one key of any name), each with its reason.
+ALLOWED = {
+    "experiment": "its own results folder, results/rehearsal",
+    "base.path": "Qwen3-4B does not fit; a tiny Qwen3 built offline (cptlab build-rehearsal-base)",
+    "data.sizes.*": "a few rows per benchmark, so that 16 stages and 17 evaluations fit CI",
+    "data.options.*.path": "no dataset hub: the shared study rows, else the loaders' fixtures",
+    "evaluation.samples": "avg@2: the smallest k of an avg@k",
+    "evaluation.max_new_tokens": "an untrained model never stops; 8,192 tokens x 17 evaluations",
+    "evaluation.vllm.gpu_memory_utilization": "a share of host memory on vLLM's CPU build",
+    "evaluation.vllm.enforce_eager": "torch.compile at each engine start: 26 s on CPU, no gain",
+    "resources.*.*": "2 CPU cores, no GPU: the launcher's 2 processes, threads, memory, runtime",
+    "training.steps": "2 rollout batches a stage",
+    "training.domain_steps.*": "the code stage stays the shortest (1)",
+    "training.prompts_per_step": "the smallest batch GRPO's 4 updates split over 2 processes",
+    "training.num_generations": "as prompts_per_step",
+    "training.max_completion_length": "an untrained model never stops; 8,192 tokens a rollout",
+    "training.vllm.gpu_memory_utilization": "a share of host memory on vLLM's CPU build",
+    "training.vllm.enable_sleep_mode": "vLLM's CPU build has no sleep mode",
+}
+
+
+def leaves(config: object, prefix: str = "") -> dict[str, object]:
+    """Every non-mapping value of `config` by its dotted key path (a list is one value)."""
+    if not isinstance(config, dict):
+        return {prefix: config}
+    out: dict[str, object] = {}
+    for key, value in config.items():
+        out.update(leaves(value, f"{prefix}.{key}" if prefix else str(key)))
+    return out
+
+
+def allowed(path: str) -> bool:
+    """`path` matches an ALLOWED pattern key by key (the same number of keys)."""
+    parts = path.split(".")
+    patterns = [pattern.split(".") for pattern in ALLOWED]
+    return any(
+        len(pattern) == len(parts)
+        and all(fnmatch.fnmatchcase(p, q) for p, q in zip(parts, pattern, strict=True))
+        for pattern in patterns
+    )
+
+
+def test_rehearsal_differs_from_paper_only_where_allowed() -> None:
+    paper = leaves(load_config("config/paper.yaml"))
+    rehearsal = leaves(load_config("config/rehearsal.yaml"))
+    changed = {
+        path: (paper.get(path, "<absent>"), rehearsal.get(path, "<absent>"))
+        for path in paper.keys() | rehearsal.keys()
+        if paper.get(path, "<absent>") != rehearsal.get(path, "<absent>")
+    }
+    unexplained = {path: change for path, change in sorted(changed.items()) if not allowed(path)}
+    assert not unexplained, (
+        "config/rehearsal.yaml differs from config/paper.yaml outside the allow-list "
+        f"(paper, rehearsal): {unexplained}"
+    )
+
+
+def test_rehearsal_keeps_the_paper_path() -> None:
+    """What the rehearsal is for: the study's rewards, all four methods and stages, colocated
+    vLLM rollouts under ZeRO-2 with 2 processes, vLLM evaluation at avg@k with k >= 2."""
+    config = load_config("config/rehearsal.yaml")
+    paper = load_config("config/paper.yaml")
+    assert config["data"]["rewards"] == "study"
+    assert config["run"] == paper["run"] and len(config["run"]["methods"]) == 4
+    assert config["training"]["use_vllm"] and config["training"]["vllm_mode"] == "colocate"
+    assert config["training"]["deepspeed"] == paper["training"]["deepspeed"]
+    launcher = config["resources"]["train"]["launcher"]
+    assert launcher == paper["resources"]["train"]["launcher"].replace(
+        "--num_processes 8", "--num_processes 2"
+    )
+    assert config["evaluation"]["backend"] == "vllm" and config["evaluation"]["samples"] >= 2
+
+
+def test_allow_list_is_matched_by_full_paths() -> None:
+    assert allowed("data.options.aime.path")
+    assert not allowed("data.options.livecodebench.start_date")
+    assert not allowed("training.learning_rate")
