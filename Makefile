@@ -100,11 +100,10 @@ REHEARSAL_BASE := models/rehearsal-base
 $(REHEARSAL_BASE)/model.safetensors: src/cptlab/base_model/rehearsal.py $(VLLM_VENV)/.installed
 	PATH="$(abspath $(VLLM_BIN)):$$PATH" OMP_NUM_THREADS=1 cptlab build-rehearsal-base --out $(@D)
 
-# VLLM_ENABLE_V1_MULTIPROCESSING=0: each evaluation's vLLM engine runs in the job's own process
-# rather than in a spawned engine process that imports vLLM and torch again (engine start 26 s
-# -> 4.5 s measured here); the scores and responses are the same (docs/rehearsal.md).
+# Not VLLM_ENABLE_V1_MULTIPROCESSING=0 (the engine in the job's own process, a faster start): a
+# seeded evaluation then fails in vLLM 0.32's CPU sampler ("CPU Generator does not use offset").
 rehearsal: $(REHEARSAL_BASE)/model.safetensors
-	@export PATH="$(abspath $(VLLM_BIN)):$$PATH" VLLM_ENABLE_V1_MULTIPROCESSING=0; \
+	@export PATH="$(abspath $(VLLM_BIN)):$$PATH"; \
 	snakemake --cores $(CORES) --configfile config/rehearsal.yaml $(SNAKEMAKE_ARGS) && \
 	snakemake --configfile config/rehearsal.yaml --report results/rehearsal/report.html
 
