@@ -13,7 +13,7 @@ ALLOWED = {
     "experiment": "its own results folder, results/rehearsal",
     "base.path": "Qwen3-4B does not fit; a tiny Qwen3 built offline (cptlab build-rehearsal-base)",
     "data.sizes.*": "a few rows per benchmark, so that 16 stages and 17 evaluations fit CI",
-    "data.options.*.path": "no dataset hub: the shared study rows, else the loaders' fixtures",
+    "data.options.*.path": "no dataset hub: shared study rows, else fixtures (+17 Dolci rows)",
     "evaluation.samples": "avg@2: the smallest k of an avg@k",
     "evaluation.max_new_tokens": "an untrained model never stops; 8,192 tokens x 17 evaluations",
     "evaluation.vllm.gpu_memory_utilization": "a share of host memory on vLLM's CPU build",
