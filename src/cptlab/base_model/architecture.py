@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 import torch
-from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+from transformers import (
+    PretrainedConfig,
+    PreTrainedModel,
+    PreTrainedTokenizerFast,
+    Qwen2Config,
+    Qwen2ForCausalLM,
+)
 
 from cptlab.base_model.settings import ArchitectureSettings
 
@@ -12,8 +18,11 @@ def build_model(
     spec: ArchitectureSettings, tokenizer: PreTrainedTokenizerFast, seed: int
 ) -> Qwen2ForCausalLM:
     """A freshly initialised Qwen2 model of architecture `spec`, seeded."""
-    config = Qwen2Config(
-        vocab_size=len(tokenizer),
+    return seeded_model(
+        Qwen2Config,
+        Qwen2ForCausalLM,
+        tokenizer,
+        seed,
         hidden_size=spec.hidden_size,
         intermediate_size=spec.intermediate_size,
         num_hidden_layers=spec.num_layers,
@@ -21,13 +30,29 @@ def build_model(
         num_key_value_heads=spec.num_kv_heads,
         max_position_embeddings=spec.max_positions,
         tie_word_embeddings=spec.tie_word_embeddings,
+    )
+
+
+def seeded_model(
+    config_class: type[PretrainedConfig],
+    model_class: type[PreTrainedModel],
+    tokenizer: PreTrainedTokenizerFast,
+    seed: int,
+    **shape,
+) -> PreTrainedModel:
+    """A freshly initialised `model_class` of `shape` (its config's keyword arguments), with the
+    tokenizer's vocabulary and special tokens, seeded: the same arguments give the same
+    weights."""
+    config = config_class(
+        vocab_size=len(tokenizer),
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
         use_cache=True,
+        **shape,
     )
     torch.manual_seed(seed)
-    model = Qwen2ForCausalLM(config)
+    model = model_class(config)
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     return model

@@ -141,8 +141,9 @@ def build_rehearsal_base(
     """Build the tokenizer (on `fixtures`) and a seeded, untrained Qwen3ForCausalLM, save both
     to `out`; the same inputs give the same bytes. Returns what was built (also written to
     rehearsal_base.json)."""
-    import torch
     from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    from cptlab.base_model.architecture import seeded_model
 
     if spec.hidden_size % spec.num_heads or spec.hidden_size // spec.num_heads != 32:
         raise InputError(
@@ -150,8 +151,11 @@ def build_rehearsal_base(
             f"16), got {spec.hidden_size} / {spec.num_heads}"
         )
     tokenizer = build_tokenizer(spec, Path(fixtures))
-    config = Qwen3Config(
-        vocab_size=len(tokenizer),
+    model = seeded_model(
+        Qwen3Config,
+        Qwen3ForCausalLM,
+        tokenizer,
+        spec.seed,
         hidden_size=spec.hidden_size,
         intermediate_size=spec.intermediate_size,
         num_hidden_layers=spec.num_layers,
@@ -160,15 +164,7 @@ def build_rehearsal_base(
         head_dim=spec.hidden_size // spec.num_heads,
         max_position_embeddings=spec.max_positions,
         tie_word_embeddings=False,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-        use_cache=True,
     )
-    torch.manual_seed(spec.seed)
-    model = Qwen3ForCausalLM(config)
-    model.generation_config.pad_token_id = tokenizer.pad_token_id
-    model.generation_config.eos_token_id = tokenizer.eos_token_id
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
