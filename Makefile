@@ -94,7 +94,8 @@ study:
 
 # The rehearsal of config/paper.yaml (config/rehearsal.yaml, docs/rehearsal.md): its whole study
 # in miniature through the workflow's own rules, in the vLLM environment, then the report. The
-# tiny Qwen3 base is built once, offline (a file target).
+# tiny Qwen3 base is built once, offline (a file target). Then tests/test_rehearsal_results.py
+# checks what ran: every stage on vLLM rollouts under ZeRO-2, every evaluation by vLLM.
 REHEARSAL_BASE := models/rehearsal-base
 
 $(REHEARSAL_BASE)/model.safetensors: src/cptlab/base_model/rehearsal.py $(VLLM_VENV)/.installed
@@ -106,7 +107,8 @@ $(REHEARSAL_BASE)/model.safetensors: src/cptlab/base_model/rehearsal.py $(VLLM_V
 rehearsal: $(REHEARSAL_BASE)/model.safetensors
 	@export PATH="$(abspath $(VLLM_BIN)):$$PATH" VLLM_ENABLE_V1_MULTIPROCESSING=0; \
 	snakemake --cores $(CORES) --configfile config/rehearsal.yaml $(SNAKEMAKE_ARGS) && \
-	snakemake --configfile config/rehearsal.yaml --report results/rehearsal/report.html
+	snakemake --configfile config/rehearsal.yaml --report results/rehearsal/report.html && \
+	python -m pytest -q -p no:cacheprovider -m rehearsal tests/test_rehearsal_results.py
 
 # Two workers, one test file each at a time (a file's module fixtures are built once), and one
 # thread each: two 1-thread jobs on the 2 cores, as `make run` runs its training chains.
