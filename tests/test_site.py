@@ -52,6 +52,17 @@ def test_the_base_is_read_until_its_evaluations_and_every_first_stage_are_done(t
     assert PLACEHOLDERS[2] not in missing_paths(PAPER, layout)
 
 
+def test_each_file_of_a_list_is_checked(tmp_path):
+    present = tmp_path / "rows.jsonl"
+    present.touch()
+    options = {"toolalpaca_train": {"path": [str(present), str(tmp_path / "more.jsonl")]}}
+    config = {**PAPER, "data": {**PAPER["data"], "options": options}}
+    assert missing_paths(config, Layout.of(config, tmp_path)) == [
+        f"data.options.toolalpaca_train.path: {tmp_path / 'more.jsonl'}: no such file or folder",
+        PLACEHOLDERS[2],
+    ]
+
+
 def test_a_base_in_a_local_folder_or_the_hub_cache_is_found(tmp_path, monkeypatch):
     folder = tmp_path / "qwen3"
     folder.mkdir()

@@ -36,10 +36,15 @@ def missing_paths(config: Mapping, layout: Layout) -> list[str]:
     options = config["data"].get("options") or {}
     problems = []
     for data_set in datasets(config):
-        path = (options.get(data_set.name) or {}).get("path")
-        prepared = layout.data_file(data_set.name).exists()
-        if path is not None and not prepared and not Path(path).exists():
-            problems.append(f"data.options.{data_set.name}.path: {path}: no such file or folder")
+        if layout.data_file(data_set.name).exists():
+            continue
+        paths = (options.get(data_set.name) or {}).get("path") or []
+        # A loader reads one path or a list of files (cptlab.domains.paper.pipeline).
+        for path in [paths] if isinstance(paths, str) else paths:
+            if not Path(path).exists():
+                problems.append(
+                    f"data.options.{data_set.name}.path: {path}: no such file or folder"
+                )
     if (
         not builds_base(config)
         and base_still_read(config, layout)
