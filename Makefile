@@ -98,7 +98,8 @@ study:
 # checks what ran: every stage on vLLM rollouts under ZeRO-2, every evaluation by vLLM.
 REHEARSAL_BASE := models/rehearsal-base
 
-$(REHEARSAL_BASE)/model.safetensors: src/cptlab/base_model/rehearsal.py $(VLLM_VENV)/.installed
+$(REHEARSAL_BASE)/model.safetensors: $(addprefix src/cptlab/base_model/,rehearsal.py architecture.py tokenizer.py) \
+		$(VLLM_VENV)/.installed
 	PATH="$(abspath $(VLLM_BIN)):$$PATH" OMP_NUM_THREADS=1 cptlab build-rehearsal-base --out $(@D)
 
 # VLLM_ENABLE_V1_MULTIPROCESSING=0: an evaluation's vLLM engine runs in the job's own process
