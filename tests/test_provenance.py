@@ -150,7 +150,8 @@ RECORD = {"command": "evaluate-checkpoint", "code": "0123", "settings": {"n": 4}
 def test_a_staged_record_is_named_by_its_content_and_leads_back_to_its_committed_file(tmp_path):
     committed = Path("results/exp/provenance/evaluate/base.json")
     first = staged_path(committed, "a", tmp_path)
-    assert first.parent == tmp_path / committed.parent and first.name.startswith("base.")
+    assert first.parent.parent == tmp_path / committed.parent and first.name == "base.json"
+    assert first.parent.name.startswith("base.")
     assert staged_path(committed, "b", tmp_path) != first
     assert committed_path(first, tmp_path) == committed
 
@@ -187,4 +188,4 @@ def test_commit_provenance_is_a_subcommand(tmp_path, monkeypatch):
     staged = stage(committed, RECORD, Path(".snakemake/cptlab"))
     assert main(["commit-provenance", str(staged)]) == 0
     assert committed.read_text() == staged.read_text()
-    assert main(["commit-provenance", ".snakemake/cptlab/results/gone.0123.json"]) == 2
+    assert main(["commit-provenance", ".snakemake/cptlab/results/gone.0123/gone.json"]) == 2

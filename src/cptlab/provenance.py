@@ -163,18 +163,22 @@ def render(record: Mapping[str, Any], sort_keys: bool = True) -> str:
 def staged_path(committed: Path, text: str, root: Path = STAGED) -> Path:
     """Where the record `text` for the committed file `committed` (relative to the working
     folder, as Layout's paths are) is staged: named by its content, so invocations that want
-    different records never share a file."""
+    different records never share a file.
+
+    Each staged file has a folder of its own, made with it. Snakemake caches the listing of the
+    folders it has scanned while it builds the DAG, and staging runs during that build: a record
+    staged into a folder scanned moments before would be reported missing. A folder that holds
+    one record exists only once that record does, so no scan can have missed it."""
     if committed.is_absolute():
         raise ValueError(f"{committed}: a committed provenance path must be relative")
     digest = hashlib.sha256(text.encode()).hexdigest()[:16]
-    return root / committed.with_name(f"{committed.stem}.{digest}{committed.suffix}")
+    return root / committed.parent / f"{committed.stem}.{digest}" / committed.name
 
 
 def committed_path(staged: Path, root: Path = STAGED) -> Path:
     """The committed file a staged record belongs to (the inverse of `staged_path`)."""
     relative = Path(staged).relative_to(root)
-    stem, _digest = relative.stem.rsplit(".", 1)
-    return relative.with_name(stem + relative.suffix)
+    return relative.parent.parent / relative.name
 
 
 def stage(committed: str | Path, record: Mapping[str, Any], root: Path = STAGED) -> Path:
