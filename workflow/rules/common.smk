@@ -137,7 +137,13 @@ def base_model():
 
 
 def base_inputs():
-    return [str(LAYOUT.base_manifest)] if builds_base(config) else []
+    """What the base's readers depend on: the built base's manifest, or each file of a local
+    base folder (so a rebuilt or replaced model reruns them); nothing for a hub name, whose
+    files the hub cache owns (the site check makes sure they are there)."""
+    if builds_base(config):
+        return [str(LAYOUT.base_manifest)]
+    folder = Path(config["base"]["path"])
+    return sorted(str(f) for f in folder.iterdir() if f.is_file()) if folder.is_dir() else []
 
 
 def stage_dir(method, seed, stage):
