@@ -105,8 +105,11 @@ $(REHEARSAL_BASE)/model.safetensors: $(addprefix src/cptlab/base_model/,rehearsa
 # VLLM_ENABLE_V1_MULTIPROCESSING=0: an evaluation's vLLM engine runs in the job's own process
 # rather than in a spawned one that imports vLLM and torch again: an evaluation job took 19 s
 # instead of 40 s here, with the same responses on all 10 benchmarks (docs/rehearsal.md).
+# VLLM_CPU_CI_ENV=1: vLLM's CPU build runs the model traced but eager, without inductor's compile
+# or the warm-up (vllm/platforms/cpu.py, its switch for CPU CI). TRL builds the training engines
+# without an enforce_eager key; each one compiled for about 8 s per process (docs/rehearsal.md).
 rehearsal: $(REHEARSAL_BASE)/model.safetensors
-	@export PATH="$(abspath $(VLLM_BIN)):$$PATH" VLLM_ENABLE_V1_MULTIPROCESSING=0; \
+	@export PATH="$(abspath $(VLLM_BIN)):$$PATH" VLLM_ENABLE_V1_MULTIPROCESSING=0 VLLM_CPU_CI_ENV=1; \
 	snakemake --cores $(CORES) --configfile config/rehearsal.yaml $(SNAKEMAKE_ARGS) && \
 	snakemake --configfile config/rehearsal.yaml --report results/rehearsal/report.html && \
 	python -m pytest -q -p no:cacheprovider -m rehearsal tests/test_rehearsal_results.py
