@@ -30,6 +30,7 @@ COMMAND_MODULES = (
     "cptlab.drift.cli",
     "cptlab.config_reference",
     "cptlab.provenance",
+    "cptlab.workload",
 )
 
 

@@ -1,0 +1,142 @@
+"""`cptlab plan-hours` (cptlab.workload): each job's estimated work against its runtime limit."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from cptlab.cli import main
+from cptlab.config import validate_config
+from cptlab.domains.prepare import prepare_benchmark
+from cptlab.workload import UNKNOWN_ROWS, estimates, report
+
+
+def tiny_config(**evaluate) -> dict:
+    """The embedded config cut to one stage of one method and one evaluated benchmark, with
+    round numbers to compute by hand."""
+    config = yaml.safe_load(open("config/config.yaml"))
+    config["experiment"] = "tiny"
+    config["data"].pop("sizes")
+    for key in ("domain_weights", "domain_reprompt_share"):  # they name the other domains
+        config["base"]["warmup"].pop(key)
+    config["data"]["domains"] = {"math": {"train": "math_train", "id": ["math_id"]}}
+    config["run"] = {"sequence": ["math"], "methods": ["grpo"], "seeds": [0]}
+    config["evaluation"].update(samples=4, temperature=1.0, max_new_tokens=100)
+    config["training"].update(
+        steps=2, prompts_per_step=4, num_generations=2, max_completion_length=100,
+        max_prompt_length=64, domain_steps={},
+    )  # fmt: skip
+    config["resources"]["evaluate"] = {
+        "gpu": 1, "runtime": 10, "decode_tokens_per_s": 50, "expected_length_fraction": 0.5,
+        **evaluate,
+    }  # fmt: skip
+    config["resources"]["train"] = {
+        "gpu": 0, "runtime": 60, "decode_tokens_per_s": 10, "train_tokens_per_s": 20,
+        "expected_length_fraction": 0.5, "expected_prompt_tokens": 30,
+    }  # fmt: skip
+    return validate_config(config, "tiny")
+
+
+@pytest.fixture
+def data_dir(tmp_path):
+    """results/tiny/data with math_id prepared as the data rule writes it: 30 rows."""
+    folder = tmp_path / "tiny" / "data"
+    folder.mkdir(parents=True)
+    config = tiny_config()
+    config["data"]["sizes"] = {"id": 30}
+    assert prepare_benchmark(config, "math_id", folder / "math_id.jsonl") == 30
+    return folder
+
+
+def by_kind(config, data_dir):
+    kinds, details = estimates(config, data_dir)
+    return {k.kind: k for k in kinds}, details
+
+
+def test_evaluation_arithmetic_from_the_prepared_rows(data_dir):
+    kinds, details = by_kind(tiny_config(), data_dir)
+    ev = kinds["evaluate"]
+    # 30 rows x 4 samples x (100 x 0.5) new tokens = 6,000 tokens at 50/s: 120 s = 1/30 h
+    assert ev.jobs == 2  # the base and the one stage
+    assert ev.work_per_job == 6000 and ev.work_total == 12000
+    assert ev.hours_per_job == pytest.approx(120 / 3600)
+    assert ev.gpu_hours == pytest.approx(2 * 1 * 120 / 3600)
+    assert ev.fits and not ev.unknown
+    assert any(line.startswith("  math_id: 30 rows (prepared") for line in details)
+
+
+def test_training_arithmetic():
+    kinds, _ = by_kind(tiny_config(), Path("/nonexistent"))
+    train = kinds["train"]
+    # 2 steps x 4 prompts x 2 generations = 16 rollouts of 30 + 50 tokens: 800 decoded at 10/s
+    # (80 s) and 1,280 trained at 20/s (64 s), on one CPU job
+    assert train.jobs == 1
+    assert train.work_per_job == 800 + 1280
+    assert train.hours_per_job == pytest.approx(144 / 3600)
+    assert train.gpu_hours == 0  # gpu 0
+    assert "build_base" in kinds  # the embedded config builds its base
+
+
+def test_a_limit_exceeded_is_flagged(data_dir):
+    config = tiny_config(runtime=1)  # 2 minutes of work against a 1-minute limit
+    kinds, _ = by_kind(config, data_dir)
+    assert kinds["evaluate"].over_limit == 2 and not kinds["evaluate"].fits
+    lines, fits = report(config, data_dir, "tiny")
+    assert not fits
+    row = next(line for line in lines if line.startswith("evaluate "))
+    assert "FLAG: 2 of 2 jobs over the limit" in row
+    assert "FLAG" not in next(line for line in lines if line.startswith("train "))
+
+
+def test_without_prepared_data_or_a_cap_the_rows_are_unknown(tmp_path):
+    config = tiny_config()
+    kinds, details = by_kind(config, tmp_path / "nothing")
+    ev = kinds["evaluate"]
+    assert ev.unknown == 1 and ev.work_total == 0
+    assert f"  math_id: {UNKNOWN_ROWS}; left out of the sum" in details
+    lines, _ = report(config, tmp_path / "nothing", "tiny")
+    assert "unknown (rows missing)" in next(line for line in lines if line.startswith("evaluate "))
+
+
+def test_a_config_cap_bounds_the_rows(tmp_path):
+    config = tiny_config()
+    config["data"]["sizes"] = {"id": 7}
+    kinds, details = by_kind(config, tmp_path / "nothing")
+    assert kinds["evaluate"].work_per_job == 7 * 4 * 50
+    assert any("math_id: 7 rows (at most, the config's cap" in line for line in details)
+
+
+def table_row(out: str, kind: str) -> list[str]:
+    return next(line for line in out.splitlines() if line.startswith(kind + " ")).split()
+
+
+def test_the_command_on_the_paper_config(tmp_path, capsys):
+    code = main(["plan-hours", "--config", "config/paper.yaml", "--results-dir", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert code == 0
+    # 4 methods x 1 seed x 4 stages; one evaluation per checkpoint (the base and 16 stages)
+    assert table_row(out, "train")[1] == "16"
+    assert table_row(out, "evaluate")[1] == "17"
+    assert table_row(out, "drift-chain")[1] == "4"
+    assert "build_base" not in out  # the paper config reads Qwen3-4B
+    assert out.count(UNKNOWN_ROWS) == 10  # no prepared data: every benchmark unknown
+    assert "resources.evaluate.decode_tokens_per_s: 2500" in out
+    assert "assumptions:" in out
+
+
+def test_the_paper_evaluation_with_mmlu_redux_prepared_does_not_fit(tmp_path, capsys):
+    # 5,700 rows x 16 samples x 2,048 expected new tokens at 2,500 tokens/s: 20.8 h > 4 h
+    (tmp_path / "data").mkdir()
+    row = {"id": "x", "benchmark": "mmlu_redux", "domain": "knowledge", "prompt": [], "answer": "A"}
+    with open(tmp_path / "data" / "mmlu_redux.jsonl", "w") as f:
+        f.writelines(json.dumps({**row, "id": f"x{i}"}) + "\n" for i in range(5700))
+    assert (
+        main(["plan-hours", "--config", "config/paper.yaml", "--results-dir", str(tmp_path)]) == 0
+    )
+    out = capsys.readouterr().out
+    evaluate = table_row(out, "evaluate")
+    assert float(evaluate[5]) == pytest.approx(5700 * 16 * 2048 / 2500 / 3600, abs=0.01)
+    assert "FLAG: 17 of 17 jobs over the limit" in " ".join(evaluate)
