@@ -21,6 +21,7 @@ from workflow_helpers import (
     STAGES,
     copy_workflow,
     downstream,
+    dry_run_jobs,
     edited_config,
     planned_jobs,
     snakemake,
@@ -312,22 +313,6 @@ def test_any_order_of_targets_finds_every_staged_provenance(tmp_path, hash_seed)
     assert jobs["evaluate_base"] == 1 and jobs["evaluate_stage"] == 1
 
 
-def planned_inputs(stdout: str, rule: str) -> list[list[str]]:
-    """The input files of each job of `rule` in a dry run's output."""
-    jobs = [block for block in stdout.split("rule ")[1:] if block.startswith(f"{rule}:")]
-    return [
-        next(
-            (
-                line.split(":", 1)[1].strip().split(", ")
-                for line in job.splitlines()
-                if "input:" in line
-            ),
-            [],
-        )
-        for job in jobs
-    ]
-
-
 def test_a_local_base_folders_files_are_inputs_of_what_reads_the_base(tmp_path):
     """A base named by a local folder (the rehearsal's) is an input of the jobs that read it, so
     a rebuilt model reruns them; a hub name is not a file to track."""
@@ -341,11 +326,12 @@ def test_a_local_base_folders_files_are_inputs_of_what_reads_the_base(tmp_path):
     for config, expected in (("local.yaml", files), ("config/paper.yaml", set())):
         planned = snakemake(workdir, "-n", "--cores", "1", "--configfile", config)
         assert planned.returncode == 0, planned.stderr[-3000:]
-        (evaluation,) = planned_inputs(planned.stdout, "evaluate_base")
+        jobs = dry_run_jobs(planned.stdout)
+        (evaluation,) = [job["input"] for job in jobs if job["rule"] == "evaluate_base"]
         first_stages = [
-            inputs
-            for inputs in planned_inputs(planned.stdout, "train_stage")
-            if not any("/runs/" in f for f in inputs)
+            job["input"]
+            for job in jobs
+            if job["rule"] == "train_stage" and not any("/runs/" in f for f in job["input"])
         ]
         assert len(first_stages) == 4  # one first stage per method
         for inputs in (evaluation, *first_stages):

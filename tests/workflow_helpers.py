@@ -91,12 +91,16 @@ def job_stats(text: str) -> Counter:
 
 
 def dry_run_jobs(text: str) -> list[dict]:
-    """Each job of a dry run's listing: its rule, threads and `resources:` (values as printed)."""
+    """Each job of a dry run's listing: its rule, input files, threads and `resources:` (values
+    as printed)."""
     jobs: list[dict] = []
     for line in text.splitlines():
         field = line.strip().split(":", 1)
         if line.startswith(("rule ", "localrule ")) and line.endswith(":"):
-            jobs.append({"rule": line.split()[1].rstrip(":"), "threads": 1, "resources": {}})
+            rule = line.split()[1].rstrip(":")
+            jobs.append({"rule": rule, "input": [], "threads": 1, "resources": {}})
+        elif jobs and field[0] == "input":
+            jobs[-1]["input"] = field[1].strip().split(", ")
         elif jobs and field[0] == "threads":
             jobs[-1]["threads"] = int(field[1])
         elif jobs and field[0] == "resources":

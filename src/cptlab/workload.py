@@ -39,9 +39,12 @@ import argparse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cptlab.cli import CONFIG, arg, command
+
+if TYPE_CHECKING:
+    from cptlab.plan import Plan
 
 # Planning throughputs per rule kind when `resources.<kind>` does not state them. Rates are per
 # GPU (a CPU-only job counts as one). Deliberately pessimistic: every completion runs to its
@@ -142,38 +145,45 @@ def _fit(
     )
 
 
-def evaluate_estimate(config: Mapping, plan: Any, data_dir: Path) -> tuple[KindEstimate, list[str]]:
-    """The evaluation jobs: one per checkpoint (the base and every trained stage)."""
+def note_unknown(estimate: KindEstimate, rows: list[Rows]) -> KindEstimate:
+    """Mark `estimate` a lower bound when some benchmarks' sizes are unknown."""
+    estimate.unknown = sum(1 for r in rows if r.rows is None)
+    if estimate.unknown:
+        estimate.notes.append(
+            f"{estimate.unknown} benchmarks of unknown size left out: a lower bound"
+        )
+    return estimate
+
+
+def evaluate_estimate(
+    config: Mapping, plan: Plan, rows: list[Rows]
+) -> tuple[KindEstimate, list[str]]:
+    """The evaluation jobs: one per checkpoint (the base and every trained stage), each on
+    every benchmark (`rows`, in the plan's order)."""
     from cptlab.evaluation.settings import EvalSettings
 
     spec = planning(config, "evaluate")
-    ev = EvalSettings(**(config.get("evaluation") or {}))
+    ev = EvalSettings.from_config(config)
     new_tokens = ev.max_new_tokens * float(spec["expected_length_fraction"])
     rate = float(spec["decode_tokens_per_s"]) * max(1, int(spec["gpu"]))
     lines, tokens = [], 0.0
-    for b in plan.benchmarks:
-        rows = benchmark_rows(config, data_dir, b.name, ev.n)
-        if rows.rows is None:
-            lines.append(f"  {b.name}: {rows.source}; left out of the sum")
+    for r in rows:
+        if r.rows is None:
+            lines.append(f"  {r.name}: {r.source}; left out of the sum")
             continue
-        work = rows.rows * ev.samples * new_tokens
+        work = r.rows * ev.samples * new_tokens
         tokens += work
         lines.append(
-            f"  {b.name}: {rows.rows} rows ({rows.source}) x {ev.samples} samples x "
+            f"  {r.name}: {r.rows} rows ({r.source}) x {ev.samples} samples x "
             f"{new_tokens:,.0f} new tokens = {work:,.0f} tokens, {work / rate / 3600:.2f} h"
         )
     jobs = 1 + len(plan.trained_stages)
     hours = tokens / rate / 3600
     estimate = _fit("evaluate", [hours] * jobs, spec, "tokens", [tokens] * jobs)
-    estimate.unknown = sum(1 for line in lines if line.endswith("left out of the sum"))
-    if estimate.unknown:
-        estimate.notes.append(
-            f"{estimate.unknown} benchmarks of unknown size left out: a lower bound"
-        )
-    return estimate, lines
+    return note_unknown(estimate, rows), lines
 
 
-def train_estimate(config: Mapping, plan: Any) -> tuple[KindEstimate, list[str]]:
+def train_estimate(config: Mapping, plan: Plan) -> tuple[KindEstimate, list[str]]:
     """The training jobs: one per (method, seed, stage)."""
     from cptlab.train.spec import resolve_stage
 
@@ -207,42 +217,37 @@ def train_estimate(config: Mapping, plan: Any) -> tuple[KindEstimate, list[str]]
 
 
 def drift_estimates(
-    config: Mapping, plan: Any, data_dir: Path
+    config: Mapping, plan: Plan, rows: list[Rows], data_dir: Path
 ) -> tuple[list[KindEstimate], list[str]]:
-    """drift-chain (one job per chain) and dataset-distance (one job), on drift's resources."""
+    """drift-chain (one job per chain, over the evaluation's responses on the benchmarks of
+    `rows`) and dataset-distance (one job), on drift's resources."""
     from cptlab.drift.settings import DriftSettings
     from cptlab.evaluation.settings import EvalSettings
     from cptlab.plan import datasets
 
     spec = planning(config, "drift")
     drift = DriftSettings.from_config(config)
-    ev = EvalSettings(**(config.get("evaluation") or {}))
+    ev = EvalSettings.from_config(config)
     per_item = min(drift.completions_per_item or ev.samples, ev.samples)
     rate = float(spec["embed_texts_per_s"]) * max(1, int(spec["gpu"]))
-    rows = [benchmark_rows(config, data_dir, b.name, ev.n) for b in plan.benchmarks]
     known = sum(r.rows for r in rows if r.rows is not None)
     checkpoints = len(plan.stages)  # the base and every stage of the chain
     texts = checkpoints * known * per_item
     seconds = checkpoints * float(spec["seconds_per_checkpoint"]) + texts / rate
-    chain = _fit(
-        "drift", [seconds / 3600] * len(plan.chains), spec, "texts", [texts] * len(plan.chains)
-    )
-    chain.kind = "drift-chain"
+    chains = len(plan.chains)
+    chain = _fit("drift-chain", [seconds / 3600] * chains, spec, "texts", [texts] * chains)
     lines = [
         f"  drift-chain: {checkpoints} checkpoints x {float(spec['seconds_per_checkpoint']):.0f} s"
         f" + {checkpoints} x {known:,} rows x {per_item} completions = {texts:,.0f} texts"
         f" embedded, {seconds / 3600:.2f} h"
     ]
-    chain.unknown = sum(1 for r in rows if r.rows is None)
-    if chain.unknown:
-        chain.notes.append(f"{chain.unknown} benchmarks of unknown size left out: a lower bound")
+    note_unknown(chain, rows)
     sets = datasets(config)
     prompts = 0
     for d in sets:
         r = benchmark_rows(config, data_dir, d.name)
         prompts += min(r.rows, drift.max_samples) if r.rows is not None else drift.max_samples
-    distance = _fit("drift", [prompts / rate / 3600], spec, "texts", [float(prompts)])
-    distance.kind = "drift-datasets"
+    distance = _fit("drift-datasets", [prompts / rate / 3600], spec, "texts", [float(prompts)])
     lines.append(
         f"  dataset-distance: {len(sets)} data sets x at most {drift.max_samples} prompts ="
         f" {prompts:,} texts embedded, {prompts / rate / 3600:.2f} h"
@@ -252,24 +257,29 @@ def drift_estimates(
 
 def build_base_estimate(config: Mapping) -> tuple[KindEstimate, list[str]]:
     """The embedded base build: its warm-up SFT."""
+    from cptlab.base_model.settings import BaseSettings
+
     spec = planning(config, "build_base")
-    base = config["base"]
-    sft, model = base.get("sft") or {}, base.get("model") or {}
-    tokens = float(sft.get("steps", 0)) * sft.get("batch_size", 0) * model.get("max_positions", 0)
+    base = BaseSettings.from_config(config)
+    sft, positions = base.sft, base.model.max_positions
+    tokens = float(sft.steps * sft.batch_size * positions)
     rate = float(spec["train_tokens_per_s"]) * max(1, int(spec["gpu"]))
     hours = tokens / rate / 3600
     line = (
-        f"  build_base: {sft.get('steps')} SFT steps x {sft.get('batch_size')} rows x at most "
-        f"{model.get('max_positions')} tokens = {tokens:,.0f} tokens, {hours:.2f} h"
+        f"  build_base: {sft.steps} SFT steps x {sft.batch_size} rows x at most "
+        f"{positions} tokens = {tokens:,.0f} tokens, {hours:.2f} h"
     )
     return _fit("build_base", [hours], spec, "tokens", [tokens]), [line]
 
 
 def estimates(config: Mapping, data_dir: Path) -> tuple[list[KindEstimate], list[str]]:
     """Every rule kind's estimate and the lines of work behind them."""
+    from cptlab.evaluation.settings import EvalSettings
     from cptlab.plan import Plan, builds_base
 
     plan = Plan.from_config(config)
+    cap = EvalSettings.from_config(config).n
+    rows = [benchmark_rows(config, data_dir, b.name, cap) for b in plan.benchmarks]
     kinds: list[KindEstimate] = []
     details: list[str] = []
     if builds_base(config):
@@ -279,10 +289,10 @@ def estimates(config: Mapping, data_dir: Path) -> tuple[list[KindEstimate], list
     estimate, lines = train_estimate(config, plan)
     kinds.append(estimate)
     details += ["train, per job:", *lines]
-    estimate, lines = evaluate_estimate(config, plan, data_dir)
+    estimate, lines = evaluate_estimate(config, plan, rows)
     kinds.append(estimate)
     details += ["evaluate, per job (one per checkpoint):", *lines]
-    drift, lines = drift_estimates(config, plan, data_dir)
+    drift, lines = drift_estimates(config, plan, rows, data_dir)
     kinds += drift
     details += ["drift, per job:", *lines]
     return kinds, details
