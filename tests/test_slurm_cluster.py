@@ -412,7 +412,7 @@ def test_each_paper_rule_passes_sbatch_test_only(cluster, tmp_path):
     jobs: dict[str, PlannedJob] = {}  # the first job of each rule
     for job in dry_run_jobs(done.stdout + done.stderr):
         if job["rule"] != "all":
-            jobs.setdefault(job["rule"], PlannedJob(**job))
+            jobs.setdefault(job["rule"], PlannedJob(job["rule"], job["threads"], job["resources"]))
     assert set(jobs) == {
         "prepare_data", "train_stage", "evaluate_base", "evaluate_stage", "drift_chain",
         "dataset_distance", "aggregate", "findings", "figures", "drift_figures",
