@@ -19,7 +19,8 @@ from cptlab.base_model.tokenizer import train_tokenizer
 from cptlab.chat import prompt_length
 from cptlab.checkpoints import load_tokenizer
 from cptlab.config import ConfigError
-from cptlab.evaluation.evaluate import summarise
+from cptlab.errors import InputError
+from cptlab.evaluation.evaluate import shard_of, summarise
 from cptlab.evaluation.generation import count_generated
 from cptlab.evaluation.scoring import PASS_FRACTION_KEYS
 from cptlab.evaluation.settings import EvalSettings
@@ -210,11 +211,11 @@ def test_rows_of_another_benchmark_are_refused(world):
     assert not (folder / "o.json").exists()
 
 
-def test_a_checkpoint_is_evaluated_on_every_benchmark_in_one_load(world, tmp_path):
-    """`evaluate-checkpoint`, the workflow's: the files the layout names, the same records as
-    `evaluate` of each benchmark alone."""
+def checkpoint_results(world, root: Path, **evaluation) -> Layout:
+    """A results folder whose base is the world's model, with math_id (rewards by parity) and
+    math_ood (rewards by completion length) prepared, and its effective config."""
     folder, model, data = world
-    layout = Layout(tmp_path / "results")
+    layout = Layout(root)
     shutil.copytree(model, layout.base_dir)
     layout.data_dir.mkdir(parents=True)
     shutil.copy2(data, layout.data_file("math_id"))
@@ -225,12 +226,22 @@ def test_a_checkpoint_is_evaluated_on_every_benchmark_in_one_load(world, tmp_pat
         row["benchmark"], row["domain"] = "math_ood", "math"
         row["id"] = row["id"].replace("math_id", "math_ood")
     write_rows(layout.data_file("math_ood"), length_rows)
-    config = json.loads(config_file(folder, "checkpoint").read_text())
+    config = json.loads(config_file(folder, "checkpoint", **evaluation).read_text())
     config["data"]["domains"]["math"]["ood"] = ["math_ood"]
-    layout.root.mkdir(parents=True, exist_ok=True)
     layout.config_file.write_text(json.dumps(config))
-    run_command(["evaluate-checkpoint", "--config", str(layout.config_file),
-                 "--results-dir", str(layout.root)])  # fmt: skip
+    return layout
+
+
+def evaluate_checkpoint_argv(layout: Layout, *extra: str) -> list[str]:
+    return ["evaluate-checkpoint", "--config", str(layout.config_file),
+            "--results-dir", str(layout.root), *extra]  # fmt: skip
+
+
+def test_a_checkpoint_is_evaluated_on_every_benchmark_in_one_load(world, tmp_path):
+    """`evaluate-checkpoint`, the workflow's: the files the layout names, the same records as
+    `evaluate` of each benchmark alone."""
+    layout = checkpoint_results(world, tmp_path / "results")
+    run_command(evaluate_checkpoint_argv(layout))
     alone, _, _ = evaluate(world, "alone")
     for name in ("math_id", "math_ood"):
         record = json.loads(layout.eval_file(name).read_text())
@@ -240,6 +251,59 @@ def test_a_checkpoint_is_evaluated_on_every_benchmark_in_one_load(world, tmp_pat
     assert {k: together[k] for k in ("accuracy", "ci_low", "ci_high", "n")} == {
         k: alone[k] for k in ("accuracy", "ci_low", "ci_high", "n")
     }
+
+
+def test_shards_are_contiguous_in_order_and_cover_every_row():
+    rows = [{"i": i} for i in range(10)]
+    parts = [shard_of(rows, index, 4) for index in range(1, 5)]
+    assert [len(p) for p in parts] == [2, 3, 2, 3]
+    assert [r for p in parts for r in p] == rows
+    assert [len(shard_of(rows[:2], index, 3)) for index in (1, 2, 3)] == [0, 1, 1]
+    with pytest.raises(ValueError, match="must be in 1..4"):
+        shard_of(rows, 5, 4)
+
+
+def test_a_split_benchmark_merges_to_what_one_job_gives(world, tmp_path):
+    """evaluation.shards: the checkpoint's job evaluates the other benchmarks, each shard job
+    a contiguous part, and `merge-shards` writes the files one job would have written: the
+    same responses (greedy decoding does not depend on the batch) and statistics."""
+    whole = checkpoint_results(world, tmp_path / "whole")
+    run_command(evaluate_checkpoint_argv(whole))
+    split = checkpoint_results(world, tmp_path / "split", shards={"math_ood": 4})
+    run_command(evaluate_checkpoint_argv(split))
+    assert split.eval_file("math_id").is_file() and not split.eval_file("math_ood").exists()
+    with pytest.raises(FileNotFoundError, match="shard 1 of 4 is missing"):
+        run_command(["merge-shards", "--config", str(split.config_file),
+                     "--results-dir", str(split.root), "--benchmark", "math_ood"])  # fmt: skip
+    for index in range(1, 5):
+        run_command(evaluate_checkpoint_argv(split, "--shard", f"math_ood:{index}"))
+    shard_rows = [
+        json.loads(split.shard_files("math_ood", index, 4)[0].read_text())["n"]
+        for index in range(1, 5)
+    ]
+    assert shard_rows == [1, 2, 1, 2]  # the first 6 rows (evaluation.n) in 4 parts
+    run_command(["merge-shards", "--config", str(split.config_file),
+                 "--results-dir", str(split.root), "--benchmark", "math_ood"])  # fmt: skip
+    merged = json.loads(split.eval_file("math_ood").read_text())
+    one_job = json.loads(whole.eval_file("math_ood").read_text())
+    assert (
+        split.responses_file("math_ood").read_text() == whole.responses_file("math_ood").read_text()
+    )
+    same = ("accuracy", "ci_low", "ci_high", "n", "too_long", *PASS_FRACTION_KEYS)
+    assert {k: merged[k] for k in same} == {k: one_job[k] for k in same}
+    assert merged["shards"] == 4 and merged["checkpoint"] == str(split.base_dir)
+    assert merged["tokens_generated"] == one_job["tokens_generated"]
+
+
+def test_a_shard_the_config_does_not_name_is_refused(world, tmp_path):
+    layout = checkpoint_results(world, tmp_path / "results", shards={"math_ood": 2})
+    with pytest.raises(InputError, match="evaluation.shards does not split it"):
+        run_command(evaluate_checkpoint_argv(layout, "--shard", "math_id:1"))
+    with pytest.raises(ValueError, match="must be in 1..2"):
+        run_command(evaluate_checkpoint_argv(layout, "--shard", "math_ood:3"))
+    with pytest.raises(ValueError, match="expected BENCHMARK:I"):
+        run_command(evaluate_checkpoint_argv(layout, "--shard", "math_ood"))
+    assert not any(layout.eval_dir().rglob("*.json"))
 
 
 def test_count_generated_stops_at_the_first_end_token():

@@ -76,3 +76,17 @@ def test_a_job_without_news_is_reported_stalled(tmp_path):
 
 def test_no_run_no_report(tmp_path):
     assert snapshot(tmp_path, Layout(Path("results/none"))) == []
+
+
+def test_an_evaluation_shard_is_named_by_its_checkpoint_and_part(tmp_path):
+    layout, _root = smoke_results(tmp_path)
+    mark_running(
+        tmp_path,
+        *layout.shard_files("math_id", 2, 3, "grpo", 0, 1),
+        *layout.shard_files("logic_ood", 1, 2),
+    )
+    lines = sorted(p.line(0) for p in snapshot(tmp_path, layout, 0))
+    assert lines == [
+        "evaluate base logic_ood.1of2: running",
+        "evaluate grpo seed0 stage1 math_id.2of3: running",
+    ]

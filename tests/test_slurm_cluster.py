@@ -60,6 +60,8 @@ RULE_KINDS = {
     "train_stage": "train",
     "evaluate_base": "evaluate",
     "evaluate_stage": "evaluate",
+    "evaluate_base_shard": "evaluate",
+    "evaluate_stage_shard": "evaluate",
     "drift_chain": "drift",
     "dataset_distance": "drift",
 }
@@ -414,7 +416,8 @@ def test_each_paper_rule_passes_sbatch_test_only(cluster, tmp_path):
         if job["rule"] != "all":
             jobs.setdefault(job["rule"], PlannedJob(job["rule"], job["threads"], job["resources"]))
     assert set(jobs) == {
-        "prepare_data", "train_stage", "evaluate_base", "evaluate_stage", "drift_chain",
+        "prepare_data", "train_stage", "evaluate_base", "evaluate_stage", "evaluate_base_shard",
+        "evaluate_stage_shard", "merge_shards_base", "merge_shards_stage", "drift_chain",
         "dataset_distance", "aggregate", "findings", "figures", "drift_figures",
     }  # fmt: skip
     verdicts = {

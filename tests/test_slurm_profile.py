@@ -43,7 +43,14 @@ pytestmark = pytest.mark.integration
 
 PAPER = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())
 SLURM_PROFILE = yaml.safe_load((ROOT / "slurm" / "config.yaml").read_text())
-GPU_RULES = {"train_stage": "train", "evaluate_base": "evaluate", "evaluate_stage": "evaluate"}
+GPU_RULES = {
+    "train_stage": "train",
+    "evaluate_base": "evaluate",
+    "evaluate_stage": "evaluate",
+    "evaluate_base_shard": "evaluate",
+    "evaluate_stage_shard": "evaluate",
+}
+SHARDS = PAPER["evaluation"]["shards"]  # the split benchmarks' jobs per checkpoint
 CPU_RULES = {"prepare_data", "aggregate", "figures"}
 # The one data file left out, the last stage's training prompts: its prepare_data job (CPU) is
 # submitted together with the first training stages and the checkpoint evaluations (GPU).
@@ -265,7 +272,7 @@ def gpu_flags(submission):
 
 def test_first_wave_mixes_gpu_and_cpu_rules(submitted):
     rules = {rule for rule, _ in submitted["jobs"]}
-    assert rules == {"prepare_data", "train_stage", "evaluate_base", "evaluate_stage"}, rules
+    assert rules == {"prepare_data", "train_stage", *(r for r in GPU_RULES if "eval" in r)}, rules
     assert set(submissions(submitted, "prepare_data")) == {("prepare_data", f"benchmark={MISSING}")}
     first, second = PAPER["run"]["sequence"][:2]
     stages = {w for _, w in submissions(submitted, "train_stage")}
@@ -278,6 +285,14 @@ def test_first_wave_mixes_gpu_and_cpu_rules(submitted):
     assert set(submissions(submitted, "evaluate_base")) == {("evaluate_base", "")}
     stage = {w for _, w in submissions(submitted, "evaluate_stage")}
     assert stage == {f"method={DONE_METHOD},seed=0,stage=1"}
+    # and one job per shard of each split benchmark on each of them
+    for rule, checkpoint in (("evaluate_base_shard", ""), ("evaluate_stage_shard", stage.pop())):
+        shards = {w for _, w in submissions(submitted, rule)}
+        assert shards == {
+            ",".join(filter(None, [checkpoint, f"benchmark={b},shard={i},shards={n}"]))
+            for b, n in SHARDS.items()
+            for i in range(1, n + 1)
+        }, rule
 
 
 @pytest.mark.parametrize("rule", sorted(GPU_RULES))

@@ -82,6 +82,13 @@ def test_sampled_evaluation_is_avg_at_k_and_seeded(run: dict) -> None:
         assert [len(c) for c in first] == [3] * len(rows)
         assert generate_vllm(llm, prompts, settings.sampling, seed=0) == first
         assert generate_vllm(llm, prompts, settings.sampling, seed=1) != first
+        # Each request is seeded: a shard of the rows (evaluation.shards) samples what the
+        # whole benchmark's job samples for them.
+        parts = [
+            generate_vllm(llm, part, settings.sampling, seed=0)
+            for part in (prompts[:3], prompts[3:])
+        ]
+        assert parts[0] + parts[1] == first
     finally:
         # Stop the engine process now, not at interpreter exit after pytest closed its output.
         llm.llm_engine.engine_core.shutdown()

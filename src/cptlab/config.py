@@ -31,8 +31,8 @@ from cptlab.errors import InputError
 SCHEMA_PATH = files("cptlab") / "schemas" / "config.schema.yaml"
 EXTENDS = "extends"
 # Mappings that are a single setting: an overlay (or a method's `training`) that gives one
-# means exactly these alarms, not the parent's plus these.
-REPLACED_MAPPINGS = frozenset({"thresholds"})
+# means exactly these alarms (these evaluation shards), not the parent's plus these.
+REPLACED_MAPPINGS = frozenset({"thresholds", "shards"})
 
 
 class ConfigError(InputError):
@@ -138,7 +138,7 @@ def _check_names(config: dict, source: str) -> None:
     """Every benchmark, domain and method the config names exists, every sequence domain can
     train, and every method entry is one its trainer can run (cptlab.train.spec)."""
     from cptlab.domains import BENCHMARKS
-    from cptlab.plan import datasets
+    from cptlab.plan import datasets, eval_benchmarks
     from cptlab.resources import launcher_processes, rule_resources
     from cptlab.train.spec import check_methods
 
@@ -149,6 +149,10 @@ def _check_names(config: dict, source: str) -> None:
     for name in (config["data"].get("sizes") or {}).get("benchmarks") or {}:
         if name not in BENCHMARKS:
             raise _unknown(source, "data.sizes.benchmarks", "benchmark", name, BENCHMARKS)
+    evaluated = [b.name for b in eval_benchmarks(config)]
+    for name in ((config.get("evaluation") or {}).get("shards")) or {}:
+        if name not in evaluated:
+            raise _unknown(source, "evaluation.shards", "evaluated benchmark", name, evaluated)
     domains = config["data"]["domains"]
     warmup = (config["base"].get("warmup") or {}) if "path" not in config["base"] else {}
     named = {

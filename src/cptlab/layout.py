@@ -14,6 +14,8 @@ written once. Methods accept wildcard placeholders as well as values
                                                    stage's output, which Snakemake clears)
     eval/base/<benchmark>.json                     the base's scores (+ .responses.jsonl)
     eval/<method>/seed<s>/stage<k>/<benchmark>.json   each stage's scores (+ .responses.jsonl)
+    eval/.../shards/<benchmark>.<i>of<n>.json      shard i of a benchmark split in n jobs
+                                                   (evaluation.shards), merged into the above
     scores.csv, cl_metrics.csv, cl_summary.csv     the results tables
     findings.csv, findings.html                    the study's findings scored on this run
     figures/                                       plots, manifest.json last
@@ -132,6 +134,20 @@ class Layout:
         """Every completion with its reward and reason, one line per item."""
         return self.eval_dir(method, seed, stage) / f"{benchmark}.responses.jsonl"
 
+    def shard_files(
+        self,
+        benchmark: str,
+        index: int | str,
+        count: int | str,
+        method: str | None = None,
+        seed: int | str | None = None,
+        stage: int | str = 0,
+    ) -> tuple[Path, Path]:
+        """(EVAL.json, responses) of shard `index` of `count` of a benchmark split by
+        `evaluation.shards`; its merge writes the benchmark's own files."""
+        stem = self.eval_dir(method, seed, stage) / "shards" / f"{benchmark}.{index}of{count}"
+        return stem.with_name(stem.name + ".json"), stem.with_name(stem.name + ".responses.jsonl")
+
     # --- tables, figures, drift --------------------------------------------------------------
 
     @property
@@ -199,6 +215,27 @@ class Layout:
         if method is None or str(stage) == "0":
             return f"evaluate/{BASE}"
         return f"evaluate/{method}/seed{seed}/stage{stage}"
+
+    @staticmethod
+    def evaluate_shard_job(
+        benchmark: str,
+        index: int | str,
+        count: int | str,
+        method: str | None = None,
+        seed: int | str | None = None,
+        stage: int | str = 0,
+    ) -> str:
+        return f"{Layout.evaluate_job(method, seed, stage)}/{benchmark}.{index}of{count}"
+
+    @staticmethod
+    def merge_shards_job(
+        benchmark: str,
+        method: str | None = None,
+        seed: int | str | None = None,
+        stage: int | str = 0,
+    ) -> str:
+        checkpoint = Layout.evaluate_job(method, seed, stage).removeprefix("evaluate/")
+        return f"merge-shards/{checkpoint}/{benchmark}"
 
     @staticmethod
     def drift_chain_job(method: str, seed: int | str) -> str:

@@ -159,6 +159,9 @@ def job_progress(config: dict, layout: Layout, output: Path, now: float) -> JobP
     if parts[:1] == ("runs",) and len(parts) == 5 and parts[-1] == "manifest.json":
         stage, domain = re.fullmatch(r"stage(\d+)_(.+)", parts[3]).groups()
         return train_progress(config, layout, parts[1], int(parts[2][4:]), int(stage), domain)
+    if parts[:1] == ("eval",) and len(parts) > 3 and parts[-2] == "shards":
+        shard = parts[-1].removesuffix(".json").removesuffix(".responses.jsonl")
+        return JobProgress(f"evaluate {' '.join(parts[1:-2])} {shard}", None, None, "running", now)
     if parts[:2] == ("eval", "base"):
         return evaluate_progress(config, layout, None, None, 0)
     if parts[:1] == ("eval",) and len(parts) == 5:

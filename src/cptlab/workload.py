@@ -8,9 +8,9 @@ hours per job x jobs), the configured `runtime` and whether the estimate fits it
 does not), then every assumption it used, one per line.
 
 The model:
-  evaluate    sum over benchmarks of rows x evaluation.samples x expected new tokens
-              (evaluation.max_new_tokens x expected_length_fraction), at decode_tokens_per_s
-              per GPU.
+  evaluate    per job, sum over its benchmarks (or its shard of one: evaluation.shards) of
+              rows x evaluation.samples x expected new tokens (evaluation.max_new_tokens x
+              expected_length_fraction), at decode_tokens_per_s per GPU.
   train       steps x prompts_per_step x num_generations rollouts of expected_prompt_tokens +
               expected new tokens (training.max_completion_length x expected_length_fraction):
               the new tokens at decode_tokens_per_s, and every rollout token once through the
@@ -158,28 +158,43 @@ def note_unknown(estimate: KindEstimate, rows: list[Rows]) -> KindEstimate:
 def evaluate_estimate(
     config: Mapping, plan: Plan, rows: list[Rows]
 ) -> tuple[KindEstimate, list[str]]:
-    """The evaluation jobs: one per checkpoint (the base and every trained stage), each on
-    every benchmark (`rows`, in the plan's order)."""
+    """The evaluation jobs of each checkpoint (the base and every trained stage): one on every
+    benchmark that `evaluation.shards` does not split, and one per shard of each split one
+    (its largest shard: ceil(rows / n) rows). `rows` are the benchmarks', in the plan's order."""
     from cptlab.evaluation.settings import EvalSettings
 
     spec = planning(config, "evaluate")
     ev = EvalSettings.from_config(config)
     new_tokens = ev.max_new_tokens * float(spec["expected_length_fraction"])
     rate = float(spec["decode_tokens_per_s"]) * max(1, int(spec["gpu"]))
-    lines, tokens = [], 0.0
+    whole, _split = ev.split([r.name for r in rows])
+    lines, whole_tokens, shard_jobs = [], 0.0, []
     for r in rows:
+        count = ev.shard_count(r.name)
         if r.rows is None:
             lines.append(f"  {r.name}: {r.source}; left out of the sum")
+            shard_jobs += [] if r.name in whole else [0.0] * count
             continue
-        work = r.rows * ev.samples * new_tokens
-        tokens += work
+        per_job = -(-r.rows // count)  # the largest shard's rows
+        work = per_job * ev.samples * new_tokens
+        jobs = "the checkpoint's job" if r.name in whole else f"{count} shard jobs, each <="
         lines.append(
-            f"  {r.name}: {r.rows} rows ({r.source}) x {ev.samples} samples x "
-            f"{new_tokens:,.0f} new tokens = {work:,.0f} tokens, {work / rate / 3600:.2f} h"
+            f"  {r.name}: {r.rows} rows ({r.source}); {jobs} {per_job} rows x {ev.samples} "
+            f"samples x {new_tokens:,.0f} new tokens = {work:,.0f} tokens, "
+            f"{work / rate / 3600:.2f} h"
         )
-    jobs = 1 + len(plan.trained_stages)
-    hours = tokens / rate / 3600
-    estimate = _fit("evaluate", [hours] * jobs, spec, "tokens", [tokens] * jobs)
+        if r.name in whole:
+            whole_tokens += work
+        else:
+            shard_jobs += [work] * count
+    if whole:
+        lines.append(
+            f"  the checkpoint's job ({len(whole)} benchmarks): {whole_tokens:,.0f} tokens, "
+            f"{whole_tokens / rate / 3600:.2f} h"
+        )
+    per_checkpoint = ([whole_tokens] if whole else []) + shard_jobs
+    work = per_checkpoint * (1 + len(plan.trained_stages))
+    estimate = _fit("evaluate", [w / rate / 3600 for w in work], spec, "tokens", work)
     return note_unknown(estimate, rows), lines
 
 
@@ -291,7 +306,7 @@ def estimates(config: Mapping, data_dir: Path) -> tuple[list[KindEstimate], list
     details += ["train, per job:", *lines]
     estimate, lines = evaluate_estimate(config, plan, rows)
     kinds.append(estimate)
-    details += ["evaluate, per job (one per checkpoint):", *lines]
+    details += ["evaluate, per checkpoint:", *lines]
     drift, lines = drift_estimates(config, plan, rows, data_dir)
     kinds += drift
     details += ["drift, per job:", *lines]

@@ -51,6 +51,9 @@ LAYOUT = Layout.of(config)
 SEQUENCE = PLAN.sequence
 DOMAINS = config["data"]["domains"]
 EVAL_BENCHMARKS = [b.name for b in eval_benchmarks(config)]
+# Benchmarks evaluated together in each checkpoint's one job, and those split in shards
+# (evaluation.shards), each shard a job of its own, merged into the benchmark's files.
+WHOLE_BENCHMARKS, SPLIT_BENCHMARKS = EvalSettings.from_config(config).split(EVAL_BENCHMARKS)
 # The effective config every job reads. Only a run that executes jobs writes it (onstart, under
 # Snakemake's lock, before the first job), so a dry run with another config cannot change what a
 # running or later job reads. Key order is kept: domain order decides the warm-up mixture's
@@ -233,6 +236,16 @@ def evaluation_settings(checkpoint, method=lambda wc: None):
         "evaluation": asdict(EvalSettings.for_checkpoint(config, method(wc))),
         "checkpoint": checkpoint(wc),
     }
+
+
+def shard_inputs(benchmark, method=None, seed=None, stage=0):
+    """The shard files of split benchmark `benchmark` on one checkpoint, each shard's both."""
+    count = EvalSettings.from_config(config).shard_count(benchmark)
+    return [
+        str(path)
+        for index in range(1, count + 1)
+        for path in LAYOUT.shard_files(benchmark, index, count, method, seed, stage)
+    ]
 
 
 def plan_settings(wc):

@@ -1,5 +1,6 @@
-"""The `evaluate` (one benchmark, files of your choice) and `evaluate-checkpoint` (the
-workflow's: every benchmark of one checkpoint) subcommands."""
+"""The `evaluate` (one benchmark, files of your choice), `evaluate-checkpoint` (the workflow's:
+every benchmark of one checkpoint, or one shard of a split benchmark) and `merge-shards` (a
+split benchmark's shards into its files) subcommands."""
 
 from __future__ import annotations
 
@@ -45,6 +46,12 @@ def evaluate(args: argparse.Namespace) -> None:
     arg("--method", default=None, help="the chain's method (omit for the base model)"),
     arg("--seed", type=int, default=None, help="the chain's seed"),
     arg("--stage", type=int, default=0, help="the stage k >= 1 (0: the base model)"),
+    arg(
+        "--shard",
+        default=None,
+        metavar="BENCHMARK:I",
+        help="only shard I (1..n) of a benchmark that evaluation.shards splits in n",
+    ),
     THREADS,
 )
 def evaluate_checkpoint(args: argparse.Namespace) -> None:
@@ -52,8 +59,7 @@ def evaluate_checkpoint(args: argparse.Namespace) -> None:
     from cptlab.evaluation.evaluate import evaluate_checkpoint
     from cptlab.layout import Layout
 
-    if (args.method is None) != (args.stage == 0) or (args.method is None) != (args.seed is None):
-        raise ValueError("--method, --seed and --stage >= 1 go together (none: the base model)")
+    _check_checkpoint_args(args)
     records = evaluate_checkpoint(
         load_config(args.config),
         Layout(args.results_dir),
@@ -61,7 +67,51 @@ def evaluate_checkpoint(args: argparse.Namespace) -> None:
         args.seed,
         args.stage,
         threads=args.threads,
+        shard=_shard(args.shard),
     )
     for record in records:
         keys = ("benchmark", "accuracy", "ci_low", "ci_high", "n", "seconds")
         print(json.dumps({k: record[k] for k in keys}))
+
+
+def _check_checkpoint_args(args: argparse.Namespace) -> None:
+    if (args.method is None) != (args.stage == 0) or (args.method is None) != (args.seed is None):
+        raise ValueError("--method, --seed and --stage >= 1 go together (none: the base model)")
+
+
+def _shard(value: str | None) -> tuple[str, int] | None:
+    """`BENCHMARK:I` as (benchmark, I)."""
+    if value is None:
+        return None
+    benchmark, _, index = value.rpartition(":")
+    if not benchmark or not index.isdigit():
+        raise ValueError(f"--shard {value!r}: expected BENCHMARK:I, e.g. mmlu_redux:3")
+    return benchmark, int(index)
+
+
+@command(
+    "merge-shards",
+    "a split benchmark's shard files of one checkpoint into its EVAL.json and responses",
+    CONFIG,
+    RESULTS_DIR,
+    arg("--benchmark", required=True, help="a benchmark that evaluation.shards splits"),
+    arg("--method", default=None, help="the chain's method (omit for the base model)"),
+    arg("--seed", type=int, default=None, help="the chain's seed"),
+    arg("--stage", type=int, default=0, help="the stage k >= 1 (0: the base model)"),
+)
+def merge_shards(args: argparse.Namespace) -> None:
+    from cptlab.config import load_config
+    from cptlab.evaluation.evaluate import merge_shards
+    from cptlab.layout import Layout
+
+    _check_checkpoint_args(args)
+    record = merge_shards(
+        load_config(args.config),
+        Layout(args.results_dir),
+        args.benchmark,
+        args.method,
+        args.seed,
+        args.stage,
+    )
+    keys = ("benchmark", "accuracy", "ci_low", "ci_high", "n", "shards")
+    print(json.dumps({k: record[k] for k in keys}))

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -33,8 +34,6 @@ from cptlab.evaluation.generation import generate
 from cptlab.evaluation.scoring import (
     PASS_FRACTION_KEYS,
     bootstrap_ci,
-    pass_fractions,
-    rewards,
     score_completions,
 )
 from cptlab.evaluation.settings import EvalSettings
@@ -42,16 +41,6 @@ from cptlab.layout import Layout
 from cptlab.plan import Plan, builds_base, eval_benchmarks
 from cptlab.rows import RowError, read_jsonl
 from cptlab.verifiers import Verdict
-
-
-def _pass_fraction_summary(verdicts: list[list[Verdict]], seed: int) -> dict:
-    """test_pass_fraction (avg@k) and its bootstrap interval; None each without tests."""
-    fractions = pass_fractions(verdicts)
-    if fractions is None:
-        return dict.fromkeys(PASS_FRACTION_KEYS)
-    per_item = fractions.mean(axis=1)
-    low, high = bootstrap_ci(per_item, seed=seed)
-    return dict(zip(PASS_FRACTION_KEYS, (float(np.mean(per_item)), low, high), strict=True))
 
 
 def _response(row: dict, completions: list[str], verdicts: list[Verdict]) -> dict:
@@ -66,20 +55,34 @@ def _response(row: dict, completions: list[str], verdicts: list[Verdict]) -> dic
     return response
 
 
+def statistics(responses: list[dict], seed: int = 0) -> dict:
+    """accuracy (avg@k) with its bootstrap interval, n, and the test pass fraction with its
+    interval where any completion ran tests (None each otherwise), from the responses' rewards:
+    one function for a whole benchmark and for its merged shards."""
+    per_item = np.array([np.mean(r["rewards"]) for r in responses], dtype=float)
+    low, high = bootstrap_ci(per_item, seed=seed)
+    record = {
+        "accuracy": float(np.mean(per_item)) if responses else float("nan"),
+        "ci_low": low,
+        "ci_high": high,
+        "n": len(responses),
+    }
+    if not any("test_pass_fractions" in r for r in responses):
+        return {**record, **dict.fromkeys(PASS_FRACTION_KEYS)}
+    # A completion whose tests never ran (no program, a scoring failure) passed none of them.
+    passed = np.array(
+        [np.mean([f or 0.0 for f in r.get("test_pass_fractions") or [0.0]]) for r in responses]
+    )
+    summary = (float(np.mean(passed)), *bootstrap_ci(passed, seed=seed))
+    return {**record, **dict(zip(PASS_FRACTION_KEYS, summary, strict=True))}
+
+
 def summarise(rows: list[dict], completions: list[list[str]], seed: int = 0) -> dict:
     """Score completions: accuracy (avg@k), bootstrap interval, the test pass fraction where
     the verifier runs tests, and one response per item."""
     verdicts = score_completions(rows, completions)
-    per_item = rewards(verdicts).mean(axis=1) if rows else np.zeros(0)
-    low, high = bootstrap_ci(per_item, seed=seed)
-    return {
-        "accuracy": float(np.mean(per_item)) if rows else float("nan"),
-        "ci_low": low,
-        "ci_high": high,
-        "n": len(rows),
-        **_pass_fraction_summary(verdicts, seed),
-        "responses": [_response(*item) for item in zip(rows, completions, verdicts, strict=True)],
-    }
+    responses = [_response(*item) for item in zip(rows, completions, verdicts, strict=True)]
+    return {**statistics(responses, seed), "responses": responses}
 
 
 def _check_rows(rows: list[dict], benchmark: str, data: Path) -> None:
@@ -133,7 +136,7 @@ def read_benchmark_rows(benchmark: str, data: str | Path, settings: EvalSettings
 
 
 def within_prompt_limit(
-    rows: list[dict], benchmark: str, checkpoint: str | Path, settings: EvalSettings
+    rows: list[dict], checkpoint: str | Path, settings: EvalSettings
 ) -> tuple[list[dict], int]:
     """(the rows whose templated prompt fits `evaluation.max_prompt_length`, how many do not).
     The study drops longer test prompts (verl's filter_overlong_prompts, on its validation set
@@ -147,12 +150,59 @@ def within_prompt_limit(
         for r in rows
         if prompt_length(tokenizer, r["prompt"], template) <= settings.max_prompt_length
     ]
-    if rows and not kept:
+    return kept, len(rows) - len(kept)
+
+
+def check_some_scored(benchmark: str, scored: int, too_long: int, settings: EvalSettings) -> None:
+    """A benchmark none of whose items could be scored, each prompt being too long, is a
+    config error, not an accuracy (checked for the whole benchmark, never for one shard)."""
+    if too_long and not scored:
         raise InputError(
             f"{benchmark}: every item's prompt is longer than evaluation.max_prompt_length="
             f"{settings.max_prompt_length} tokens"
         )
-    return kept, len(rows) - len(kept)
+
+
+def shard_of(rows: list[dict], index: int, count: int) -> list[dict]:
+    """Shard `index` (1..count) of `rows`: contiguous, in order, sizes differing by at most one,
+    so the shards in order are the rows."""
+    if not 1 <= index <= count:
+        raise ValueError(f"shard {index} of {count}: the index must be in 1..{count}")
+    return rows[(index - 1) * len(rows) // count : index * len(rows) // count]
+
+
+def eval_record(
+    benchmark: str,
+    checkpoint: str | Path,
+    settings: EvalSettings,
+    responses: list[dict],
+    too_long: int,
+    seconds: float,
+    tokens_generated: int,
+) -> dict:
+    """The EVAL.json record of `responses`: their statistics and how they were made."""
+    info = get_benchmark(benchmark)
+    return {
+        "benchmark": benchmark,
+        "domain": info.domain,
+        "split": info.split,
+        "checkpoint": str(checkpoint),
+        **statistics(responses, settings.seed),
+        "too_long": too_long,
+        "samples": settings.samples,
+        "temperature": settings.temperature,
+        "top_p": settings.top_p,
+        "backend": settings.backend,
+        "seed": settings.seed,
+        "seconds": round(seconds, 3),
+        "tokens_generated": int(tokens_generated),
+    }
+
+
+def write_evaluation(record: dict, responses: list[dict], out: Path, responses_out: Path) -> None:
+    """The responses JSONL, then EVAL.json (`out`) last: an EVAL.json on disk is complete."""
+    atomic_write_text(responses_out, [json.dumps(r, ensure_ascii=False) + "\n" for r in responses])
+    atomic_write_json(out, record)
 
 
 def evaluate_benchmark(
@@ -169,33 +219,15 @@ def evaluate_benchmark(
     Returns the EVAL.json record; its `seconds` are this benchmark's (generation and scoring),
     not the model's loading; `too_long` items were left out for their prompt's length."""
     started = time.perf_counter()
-    info = get_benchmark(benchmark)
     stats: dict = {"tokens_generated": 0}
-    completions = generate_completions([r["prompt"] for r in rows], stats)
-    result = summarise(rows, completions, settings.seed)
-    atomic_write_text(
-        responses_out, [json.dumps(r, ensure_ascii=False) + "\n" for r in result["responses"]]
+    # A shard can be empty (fewer rows than shards): nothing to generate.
+    completions = generate_completions([r["prompt"] for r in rows], stats) if rows else []
+    responses = summarise(rows, completions, settings.seed)["responses"]
+    seconds = time.perf_counter() - started
+    record = eval_record(
+        benchmark, checkpoint, settings, responses, too_long, seconds, stats["tokens_generated"]
     )
-    record = {
-        "benchmark": benchmark,
-        "domain": info.domain,
-        "split": info.split,
-        "checkpoint": str(checkpoint),
-        "accuracy": result["accuracy"],
-        "ci_low": result["ci_low"],
-        "ci_high": result["ci_high"],
-        "n": result["n"],
-        "too_long": too_long,
-        **{key: result[key] for key in PASS_FRACTION_KEYS},
-        "samples": settings.samples,
-        "temperature": settings.temperature,
-        "top_p": settings.top_p,
-        "backend": settings.backend,
-        "seed": settings.seed,
-        "seconds": round(time.perf_counter() - started, 3),
-        "tokens_generated": int(stats["tokens_generated"]),
-    }
-    atomic_write_json(out, record)
+    write_evaluation(record, responses, Path(out), Path(responses_out))
     return record
 
 
@@ -213,11 +245,55 @@ def run_evaluation(
     settings = EvalSettings.for_checkpoint(config)
     torch.set_num_threads(max(1, threads))
     rows = read_benchmark_rows(benchmark, data, settings)
-    rows, too_long = within_prompt_limit(rows, benchmark, checkpoint, settings)
+    rows, too_long = within_prompt_limit(rows, checkpoint, settings)
+    check_some_scored(benchmark, len(rows), too_long, settings)
     generate_completions = load_generator(checkpoint, settings)
     return evaluate_benchmark(
         generate_completions, settings, checkpoint, benchmark, rows, out, responses_out, too_long
     )
+
+
+def checkpoint_path(config: dict, layout: Layout, method: str | None, seed, stage: int) -> Path:
+    """The base's folder (stage 0 or no method) or stage `stage` of chain (method, seed)."""
+    if method is None or stage == 0:
+        return layout.base_dir if builds_base(config) else Path(config["base"]["path"])
+    domain = Plan.from_config(config).stage_domain(stage)
+    return layout.stage_dir(method, seed, stage, domain)
+
+
+@dataclass(frozen=True)
+class Task:
+    """What one evaluation writes: a benchmark's rows, or shard (index, count) of them."""
+
+    benchmark: str
+    out: Path
+    responses: Path
+    shard: tuple[int, int] | None = None
+
+
+def checkpoint_tasks(
+    settings: EvalSettings,
+    layout: Layout,
+    benchmarks: list[str],
+    checkpoint: tuple[str | None, int | None, int],
+    shard: tuple[str, int] | None = None,
+) -> list[Task]:
+    """The tasks of one checkpoint (method, seed, stage) of an experiment evaluated on
+    `benchmarks`. Without `shard`: each benchmark that `evaluation.shards` does not split.
+    With `shard` = (benchmark, index): that shard of a split benchmark."""
+    whole, split = settings.split(benchmarks)
+    if shard is None:
+        return [
+            Task(b, layout.eval_file(b, *checkpoint), layout.responses_file(b, *checkpoint))
+            for b in whole
+        ]
+    benchmark, index = shard
+    if benchmark not in split:
+        raise InputError(f"--shard {benchmark}: evaluation.shards does not split it ({split})")
+    count = settings.shard_count(benchmark)
+    shard_of([], index, count)  # an index outside 1..count fails here, before any load
+    out, responses = layout.shard_files(benchmark, index, count, *checkpoint)
+    return [Task(benchmark, out, responses, (index, count))]
 
 
 def evaluate_checkpoint(
@@ -227,38 +303,87 @@ def evaluate_checkpoint(
     seed: int | None = None,
     stage: int = 0,
     threads: int = 1,
+    shard: tuple[str, int] | None = None,
 ) -> list[dict]:
     """Evaluate one checkpoint of the experiment (the base, or stage `stage` of chain
-    (method, seed)) on every benchmark of the config, loading it once; each benchmark's files
-    go where the layout puts them, EVAL.json last. Returns the records."""
+    (method, seed)), loading it once, on its tasks (`checkpoint_tasks`): each benchmark's
+    (shard's) files go where the layout puts them, EVAL.json last. Returns the records."""
     base = method is None or stage == 0
     settings = EvalSettings.for_checkpoint(config, None if base else method)
     torch.set_num_threads(max(1, threads))
-    if base:
-        checkpoint = layout.base_dir if builds_base(config) else config["base"]["path"]
-    else:
-        domain = Plan.from_config(config).stage_domain(stage)
-        checkpoint = layout.stage_dir(method, seed, stage, domain)
-    rows = {
-        b.name: within_prompt_limit(
-            read_benchmark_rows(b.name, layout.data_file(b.name), settings),
-            b.name,
-            checkpoint,
-            settings,
+    checkpoint = checkpoint_path(config, layout, method, seed, stage)
+    benchmarks = [b.name for b in eval_benchmarks(config)]
+    tasks = checkpoint_tasks(settings, layout, benchmarks, (method, seed, stage), shard)
+    selected = []  # every task's rows, checked before the model loads
+    for task in tasks:
+        rows = read_benchmark_rows(task.benchmark, layout.data_file(task.benchmark), settings)
+        kept, too_long = within_prompt_limit(
+            rows if task.shard is None else shard_of(rows, *task.shard), checkpoint, settings
         )
-        for b in eval_benchmarks(config)
-    }
+        if task.shard is None:  # a split benchmark is checked whole, by its merge
+            check_some_scored(task.benchmark, len(kept), too_long, settings)
+        selected.append((kept, too_long))
     generate_completions = load_generator(checkpoint, settings)
     return [
         evaluate_benchmark(
             generate_completions,
             settings,
             checkpoint,
-            benchmark,
-            benchmark_rows,
-            layout.eval_file(benchmark, method, seed, stage),
-            layout.responses_file(benchmark, method, seed, stage),
+            task.benchmark,
+            kept,
+            task.out,
+            task.responses,
             too_long,
         )
-        for benchmark, (benchmark_rows, too_long) in rows.items()
+        for task, (kept, too_long) in zip(tasks, selected, strict=True)
     ]
+
+
+def merge_shards(
+    config: dict,
+    layout: Layout,
+    benchmark: str,
+    method: str | None = None,
+    seed: int | None = None,
+    stage: int = 0,
+) -> dict:
+    """The EVAL.json and responses of split benchmark `benchmark` on one checkpoint, from its
+    shards' files: the responses in shard order (the benchmark's row order), the statistics
+    computed from them as for an unsplit benchmark, and the shards' counts and times summed."""
+    base = method is None or stage == 0
+    settings = EvalSettings.for_checkpoint(config, None if base else method)
+    count = settings.shard_count(benchmark)
+    if count < 2:
+        raise InputError(f"{benchmark}: evaluation.shards does not split it: nothing to merge")
+    responses: list[dict] = []
+    records = []
+    for index in range(1, count + 1):
+        out, responses_file = layout.shard_files(benchmark, index, count, method, seed, stage)
+        for path in (out, responses_file):
+            if not path.is_file():
+                raise FileNotFoundError(f"{path}: shard {index} of {count} is missing")
+        records.append(json.loads(out.read_text(encoding="utf-8")))
+        with open(responses_file, encoding="utf-8") as f:
+            responses += [json.loads(line) for line in f if line.strip()]
+    checkpoints = {r["checkpoint"] for r in records}
+    if len(checkpoints) != 1 or {r["benchmark"] for r in records} != {benchmark}:
+        raise InputError(f"{benchmark}: its shards are of other checkpoints or benchmarks")
+    too_long = sum(r["too_long"] for r in records)
+    check_some_scored(benchmark, len(responses), too_long, settings)
+    record = eval_record(
+        benchmark,
+        checkpoints.pop(),
+        settings,
+        responses,
+        too_long,
+        sum(r["seconds"] for r in records),
+        sum(r["tokens_generated"] for r in records),
+    )
+    record["shards"] = count
+    write_evaluation(
+        record,
+        responses,
+        layout.eval_file(benchmark, method, seed, stage),
+        layout.responses_file(benchmark, method, seed, stage),
+    )
+    return record

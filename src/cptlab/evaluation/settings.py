@@ -41,6 +41,8 @@ class EvalSettings:
                     None: each checkpoint's own, the one it was trained with (`for_checkpoint`).
     max_prompt_length: items whose templated prompt is longer (in tokens) are not scored, as the
                     study drops them (None: every item is scored).
+    shards:         {benchmark: n}: n >= 2 evaluates that benchmark's rows in n jobs per
+                    checkpoint, merged into one EVAL.json; the others are evaluated together.
     """
 
     n: int | None = None
@@ -54,6 +56,7 @@ class EvalSettings:
     vllm: dict = field(default_factory=dict)
     chat_template_kwargs: dict | None = None
     max_prompt_length: int | None = None
+    shards: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # YAML writes 0 for 0.0: keep the record's types stable.
@@ -88,6 +91,15 @@ class EvalSettings:
         else:
             trained = method_settings(config, method)[2]["chat_template_kwargs"]
         return replace(settings, chat_template_kwargs=dict(trained))
+
+    def shard_count(self, benchmark: str) -> int:
+        """The jobs per checkpoint that evaluate `benchmark` (1: the checkpoint's shared job)."""
+        return int(self.shards.get(benchmark, 1))
+
+    def split(self, benchmarks: list[str]) -> tuple[list[str], list[str]]:
+        """(the benchmarks evaluated together in a checkpoint's one job, those in shards)."""
+        sharded = [b for b in benchmarks if self.shard_count(b) > 1]
+        return [b for b in benchmarks if b not in sharded], sharded
 
     @property
     def sampling(self) -> Sampling:
