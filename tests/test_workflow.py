@@ -338,19 +338,21 @@ def test_a_local_base_folders_files_are_inputs_of_what_reads_the_base(tmp_path):
             assert {f for f in inputs if f.startswith("local-base/")} == expected
 
 
-def test_a_split_benchmark_is_evaluated_in_shard_jobs_then_merged(tmp_path):
-    """evaluation.shards: per checkpoint, the other benchmarks' one job, a job per shard of
-    the split one and its merge; split them all and no checkpoint job is left."""
-    workdir = tmp_path / "workdir"
-    workdir.mkdir()
-    copy_workflow(workdir)
+def test_splitting_a_benchmark_reruns_only_its_evaluations(smoke, tmp_path):
+    """evaluation.shards on a finished run: each checkpoint's shard jobs and merge of the split
+    benchmark, then what reads its scores; the other benchmarks' evaluations stand. Split them
+    all and no checkpoint job is left."""
     checkpoints = 1 + METHODS * STAGES
-    jobs = plan_after(workdir, tmp_path, lambda c: c["evaluation"].update(shards={"math_id": 3}))
-    assert jobs["evaluate_base"] + jobs["evaluate_stage"] == checkpoints
-    assert jobs["evaluate_base_shard"] + jobs["evaluate_stage_shard"] == 3 * checkpoints
-    assert jobs["merge_shards_base"] + jobs["merge_shards_stage"] == checkpoints
+    jobs = plan_after(smoke, tmp_path, lambda c: c["evaluation"].update(shards={"math_id": 3}))
+    assert jobs == Counter(
+        evaluate_base_shard=3,
+        evaluate_stage_shard=3 * METHODS * STAGES,
+        merge_shards_base=1,
+        merge_shards_stage=METHODS * STAGES,
+        **downstream(METHODS),
+    )
     every = {"math_id": 2, "science_id": 2, "logic_ood": 2}
-    jobs = plan_after(workdir, tmp_path, lambda c: c["evaluation"].update(shards=every))
+    jobs = plan_after(smoke, tmp_path, lambda c: c["evaluation"].update(shards=every))
     assert jobs["evaluate_base"] + jobs["evaluate_stage"] == 0
     assert jobs["evaluate_base_shard"] + jobs["evaluate_stage_shard"] == 6 * checkpoints
     assert jobs["merge_shards_base"] + jobs["merge_shards_stage"] == 3 * checkpoints

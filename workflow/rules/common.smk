@@ -231,9 +231,14 @@ def train_settings(wc):
 
 def evaluation_settings(checkpoint, method=lambda wc: None):
     """The evaluation section as it evaluates the checkpoint of `method(wc)` (None: the base),
-    its chat template resolved, and the checkpoint."""
+    its chat template resolved, and the checkpoint. Not `shards`: a job's share of the rows is
+    in its file names, so splitting one benchmark reruns only that benchmark's jobs."""
     return lambda wc: {
-        "evaluation": asdict(EvalSettings.for_checkpoint(config, method(wc))),
+        "evaluation": {
+            key: value
+            for key, value in asdict(EvalSettings.for_checkpoint(config, method(wc))).items()
+            if key != "shards"
+        },
         "checkpoint": checkpoint(wc),
     }
 
