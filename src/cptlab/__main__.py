@@ -10,6 +10,7 @@ line; no output depends on it. An exception (a traceback) or argparse's exit sti
 ordinary way out.
 """
 
+import ctypes
 import logging
 import os
 import sys
@@ -20,4 +21,8 @@ code = main()
 logging.shutdown()  # flushes the log handlers, as the interpreter's exit would
 sys.stdout.flush()
 sys.stderr.flush()
+try:  # and C's stdio buffers (native libraries' printf into a redirected log), as exit() would
+    ctypes.CDLL(None).fflush(None)
+except (OSError, AttributeError):
+    pass
 os._exit(code)
