@@ -211,9 +211,12 @@ def build_trainer(
     state_dir = Path(state_dir)
     state_dir.mkdir(parents=True, exist_ok=True)
     t = settings.training
-    args = trl_args(settings, seed, state_dir, anchor_path)  # before loading: DeepSpeed ZeRO-3 init
-    if args.deepspeed and not torch.cuda.is_available():
+    # DeepSpeed from the config or from the launcher's (`accelerate launch --config_file`);
+    # before the arguments, whose own PartialState may start DeepSpeed's backend.
+    deepspeed = t["deepspeed"] or os.environ.get("ACCELERATE_USE_DEEPSPEED", "").lower() == "true"
+    if deepspeed and not torch.cuda.is_available():
         skip_cpu_shm_allreduce()
+    args = trl_args(settings, seed, state_dir, anchor_path)  # before loading: DeepSpeed ZeRO-3 init
     tokenizer = load_tokenizer(str(start))
     init = {"dtype": t["dtype"] if t["dtype"] == "auto" else getattr(torch, t["dtype"])}
     if t["attn_implementation"]:
