@@ -74,6 +74,25 @@ def test_the_stage_ran_under_zero2_on_two_processes(runs: dict) -> None:
     assert runs["ddp"]["distributed"] == {"type": "MULTI_CPU", "zero_stage": None}
     assert len(set(manifest["ranks"]["student_sha256"])) == 1
     assert manifest["final"]["loss"] > 0
+    # DeepSpeed's CPU shared-memory all-reduce kernel is not built (cptlab.train.stage).
+    log = runs["workdir"] / "results/zero2/logs/train/sft/seed0/stage1_math.log"
+    assert "deepspeed_shm_comm" not in log.read_text()
+
+
+def test_the_cpu_shm_allreduce_kernel_is_skipped(monkeypatch) -> None:
+    """The hook replaces the builder that DeepSpeed's torch backend calls (not a same-named
+    attribute elsewhere: `deepspeed.comm.torch` as an attribute is torch itself)."""
+    pytest.importorskip("deepspeed")
+    import importlib
+
+    from cptlab.train.stage import skip_cpu_shm_allreduce
+
+    backend = importlib.import_module("deepspeed.comm.torch")
+    build = backend.build_shm_op
+    monkeypatch.setattr(backend, "build_shm_op", build)  # restored afterwards
+    skip_cpu_shm_allreduce()
+    assert backend.build_shm_op is not build  # (calling DeepSpeed's own would compile it)
+    assert backend.build_shm_op() is None
 
 
 def test_zero2_ends_where_data_parallel_training_ends(runs: dict) -> None:

@@ -175,6 +175,25 @@ def training_dataset(rows: list[dict], indices: list[int]) -> Dataset:
     return Dataset.from_list([{"prompt": rows[i]["prompt"], "row_index": i} for i in indices])
 
 
+def skip_cpu_shm_allreduce() -> None:
+    """On the CPU, DeepSpeed's torch backend compiles a shared-memory all-reduce kernel
+    (`deepspeed_shm_comm`, a torch JIT extension) as it wraps the process group: 30-56 s on 2
+    cores the first time, and again whenever another environment has built it since in the same
+    `~/.cache/torch_extensions` folder (as `make test`'s .venv and the rehearsal's .venv-vllm
+    do). Only DeepSpeed's inference path calls that kernel (`inference_all_reduce`, from
+    `module_inject`); ZeRO-2 reduces and gathers its gradients and weights through
+    torch.distributed (gloo) with or without it. So the build is skipped: the backend then
+    falls back to torch.distributed's all-reduce there too. A DeepSpeed without this hook is
+    left as it is."""
+    import importlib
+
+    # importlib: `import deepspeed.comm.torch as ...` gives torch itself (deepspeed.comm's
+    # attribute `torch`), not DeepSpeed's module of that name.
+    ds_torch = importlib.import_module("deepspeed.comm.torch")
+    if callable(getattr(ds_torch, "build_shm_op", None)):
+        ds_torch.build_shm_op = lambda: None
+
+
 def build_trainer(
     settings: StageSettings,
     rows: list[dict],
@@ -192,6 +211,11 @@ def build_trainer(
     state_dir = Path(state_dir)
     state_dir.mkdir(parents=True, exist_ok=True)
     t = settings.training
+    # DeepSpeed from the config or from the launcher's (`accelerate launch --config_file`);
+    # before the arguments, whose own PartialState may start DeepSpeed's backend.
+    deepspeed = t["deepspeed"] or os.environ.get("ACCELERATE_USE_DEEPSPEED", "").lower() == "true"
+    if deepspeed and not torch.cuda.is_available():
+        skip_cpu_shm_allreduce()
     args = trl_args(settings, seed, state_dir, anchor_path)  # before loading: DeepSpeed ZeRO-3 init
     tokenizer = load_tokenizer(str(start))
     init = {"dtype": t["dtype"] if t["dtype"] == "auto" else getattr(torch, t["dtype"])}
