@@ -13,6 +13,7 @@ import pytest
 from cptlab.config import load_config
 from cptlab.layout import Layout
 from cptlab.plan import Plan, eval_benchmarks
+from cptlab.resources import rule_resources
 
 pytestmark = pytest.mark.rehearsal
 
@@ -52,3 +53,17 @@ def test_each_checkpoint_is_scored_on_every_benchmark_by_vllm(method, seed, stag
 def test_the_report_is_written():
     assert len(STAGES) == 16 and len(CHECKPOINTS) == 17
     assert LAYOUT.report.stat().st_size > 0
+
+
+@pytest.mark.parametrize("kind", ["train", "evaluate", "drift"])
+def test_each_jobs_peak_memory_is_within_its_request(kind):
+    """Snakemake's benchmark file of each job: its peak resident memory (the job's processes
+    summed) against `resources.<kind>.mem_mb`, what the SLURM profile asks for."""
+    limit = rule_resources(CONFIG, kind)["mem_mb"]
+    peaks = {
+        str(path.relative_to(LAYOUT.root)): float(path.read_text().splitlines()[-1].split()[2])
+        for path in (LAYOUT.root / "benchmarks" / kind).rglob("*.tsv")
+    }
+    assert peaks, f"no benchmark files of {kind} jobs"
+    over = {job: mb for job, mb in peaks.items() if mb > limit}
+    assert not over, f"{kind} jobs over mem_mb={limit}: {over}"
