@@ -44,9 +44,14 @@ $(VLLM_VENV)/.installed: envs/requirements-vllm.txt pyproject.toml
 # connection-pool) are downloaded, to build their metadata. A pinned uv and --exclude-newer keep
 # the answer fixed as PyPI gains releases; an existing output would steer uv (it keeps its pins),
 # so each run starts from none. `make gpu-lock` rewrites the lock (and the sha256 line of the
-# conda environment, so that Snakemake rebuilds it); `make check-gpu-env` (CI) fails when the
-# resolution fails or differs from the committed lock. The lock's header is uv's, naming the
+# conda environment, so that Snakemake rebuilds it). The lock's header is uv's, naming the
 # resolution's flags, plus the `##` lines of the .in.
+# `make check-gpu-env` (CI) resolves the .in again with the lock as constraints, and fails when
+# that fails (a pin of the .in the lock contradicts, a lock that is no longer a resolution) or
+# pins another set of packages (a requirement added to the .in, not locked). Constrained, not
+# fresh: the index answers with releases it did not have when the lock was made, dated before
+# --exclude-newer (a fresh resolution on 2026-12-04 took regex 2026.12.2 and openai 3.63.0,
+# both uploaded before the lock's date, that the lock made the same day did not see).
 .PHONY: gpu-lock check-gpu-env FORCE
 UV_VENV ?= .venv-uv
 UV_VERSION := 0.13.9
@@ -70,9 +75,13 @@ gpu-lock: $(GPU_LOCK_NEW)
 	cp $< envs/requirements-gpu.txt
 	sed -i "s/^# lock sha256: .*/# lock sha256: $$(sha256sum $< | cut -d' ' -f1)/" envs/cptlab-gpu.yaml
 
-check-gpu-env: $(GPU_LOCK_NEW)
-	@diff -u envs/requirements-gpu.txt $< || { echo "envs/requirements-gpu.txt is not what \
-	envs/requirements-gpu.in resolves to (make gpu-lock rewrites it)" >&2; exit 1; }
+check-gpu-env: envs/requirements-gpu.in envs/requirements-gpu.txt $(UV_VENV)/bin/uv
+	$(UV_VENV)/bin/$(GPU_COMPILE) -c envs/requirements-gpu.txt --python $(UV_VENV)/bin/python \
+		--cache-dir $(UV_VENV)/cache --quiet --no-header --no-annotate -o $(UV_VENV)/constrained.txt
+	@grep -E '^[A-Za-z0-9]' envs/requirements-gpu.txt > $(UV_VENV)/locked-pins.txt
+	@diff -u $(UV_VENV)/locked-pins.txt $(UV_VENV)/constrained.txt || { echo \
+	"envs/requirements-gpu.in pins other packages than envs/requirements-gpu.txt locks \
+	(make gpu-lock rewrites the lock)" >&2; exit 1; }
 
 FORCE:
 
