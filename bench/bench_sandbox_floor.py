@@ -7,17 +7,17 @@ Every variant runs the same programs: the verifier's harness (`cptlab.verifiers.
 around the reference answers of code_train rows (generated when no --data is given), as a code
 reward runs them. The variants, measured round-robin in one run so that they share the load:
 
-* sandbox ...           `run_python`, every protection on, in each of its modes: the default (a
-                        warm interpreter forked per program, the mount tree prepared once), the
-                        interpreter exec-ed per program, the mount tree made per program, a
-                        launcher started per program; and, with --compare-with REV, the sandbox
-                        as it was at that git revision (e.g. the commit before a change).
+* sandbox ...           `run_python`, every protection on, in each mode the sandbox has: the
+                        default, a launcher started per program (no launcher server), and, where
+                        the sandbox has them, a warm interpreter forked per program or exec-ed,
+                        and the mount tree prepared once or per program; with --compare-with REV,
+                        the sandbox as it was at that git revision (e.g. before a change).
 * floor: fork+exec      a warm helper forks and execs the program's interpreter exactly as the
                         sandbox's last process does (`python -S -s -B -c <bootstrap>` on main.py),
                         no protection at all.
 * floor: fork           the same helper forks and runs the program in the forked child, without
-                        exec (what a pre-started interpreter makes possible, and what the
-                        sandbox's warm interpreter does), no protection at all.
+                        exec (what a pre-started interpreter makes possible), no protection at
+                        all.
 * components            each protection on its own, as the difference between the helper doing
                         "fork, <protection>, <rest>" and "fork, <rest>": the namespaces one kind at
                         a time (unshare in a forked child, which for a PID namespace forks its
