@@ -6,8 +6,19 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import TYPE_CHECKING
 
 from cptlab.cli import CONFIG, RESULTS_DIR, THREADS, arg, command
+
+if TYPE_CHECKING:
+    from cptlab.layout import Layout
+
+# One checkpoint of the experiment: the base (none of these) or stage k of chain (method, seed).
+CHECKPOINT = (
+    arg("--method", default=None, help="the chain's method (omit for the base model)"),
+    arg("--seed", type=int, default=None, help="the chain's seed"),
+    arg("--stage", type=int, default=0, help="the stage k >= 1 (0: the base model)"),
+)
 
 
 @command(
@@ -43,9 +54,7 @@ def evaluate(args: argparse.Namespace) -> None:
     "one checkpoint of the experiment on every benchmark, the model loaded once",
     CONFIG,
     RESULTS_DIR,
-    arg("--method", default=None, help="the chain's method (omit for the base model)"),
-    arg("--seed", type=int, default=None, help="the chain's seed"),
-    arg("--stage", type=int, default=0, help="the stage k >= 1 (0: the base model)"),
+    *CHECKPOINT,
     arg(
         "--shard",
         default=None,
@@ -55,28 +64,26 @@ def evaluate(args: argparse.Namespace) -> None:
     THREADS,
 )
 def evaluate_checkpoint(args: argparse.Namespace) -> None:
-    from cptlab.config import load_config
     from cptlab.evaluation.evaluate import evaluate_checkpoint
-    from cptlab.layout import Layout
 
-    _check_checkpoint_args(args)
+    config, layout, checkpoint = _experiment_checkpoint(args)
     records = evaluate_checkpoint(
-        load_config(args.config),
-        Layout(args.results_dir),
-        args.method,
-        args.seed,
-        args.stage,
-        threads=args.threads,
-        shard=_shard(args.shard),
+        config, layout, *checkpoint, threads=args.threads, shard=_shard(args.shard)
     )
     for record in records:
         keys = ("benchmark", "accuracy", "ci_low", "ci_high", "n", "seconds")
         print(json.dumps({k: record[k] for k in keys}))
 
 
-def _check_checkpoint_args(args: argparse.Namespace) -> None:
+def _experiment_checkpoint(args: argparse.Namespace) -> tuple[dict, Layout, tuple]:
+    """The config, the results layout and the checkpoint (method, seed, stage) the arguments
+    name (`CHECKPOINT`)."""
+    from cptlab.config import load_config
+    from cptlab.layout import Layout
+
     if (args.method is None) != (args.stage == 0) or (args.method is None) != (args.seed is None):
         raise ValueError("--method, --seed and --stage >= 1 go together (none: the base model)")
+    return load_config(args.config), Layout(args.results_dir), (args.method, args.seed, args.stage)
 
 
 def _shard(value: str | None) -> tuple[str, int] | None:
@@ -95,23 +102,12 @@ def _shard(value: str | None) -> tuple[str, int] | None:
     CONFIG,
     RESULTS_DIR,
     arg("--benchmark", required=True, help="a benchmark that evaluation.shards splits"),
-    arg("--method", default=None, help="the chain's method (omit for the base model)"),
-    arg("--seed", type=int, default=None, help="the chain's seed"),
-    arg("--stage", type=int, default=0, help="the stage k >= 1 (0: the base model)"),
+    *CHECKPOINT,
 )
 def merge_shards(args: argparse.Namespace) -> None:
-    from cptlab.config import load_config
     from cptlab.evaluation.evaluate import merge_shards
-    from cptlab.layout import Layout
 
-    _check_checkpoint_args(args)
-    record = merge_shards(
-        load_config(args.config),
-        Layout(args.results_dir),
-        args.benchmark,
-        args.method,
-        args.seed,
-        args.stage,
-    )
+    config, layout, checkpoint = _experiment_checkpoint(args)
+    record = merge_shards(config, layout, args.benchmark, *checkpoint)
     keys = ("benchmark", "accuracy", "ci_low", "ci_high", "n", "shards")
     print(json.dumps({k: record[k] for k in keys}))
