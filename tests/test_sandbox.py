@@ -659,3 +659,39 @@ def test_a_forked_child_starts_a_launcher_server_of_its_own() -> None:
     assert answer == b"1"
     assert sandbox._server is parent_server and parent_server.alive()
     assert run_python("print(6)").stdout == "6\n"
+
+
+# An interpreter a user without root can run (the suite's own may live under /root, mode 0700).
+SYSTEM_PYTHON = "/usr/bin/python3"
+NOBODY = 65534
+
+
+def as_nobody(code: str) -> subprocess.CompletedProcess:
+    """`code` in SYSTEM_PYTHON as uid and gid 65534, with this checkout's cptlab importable."""
+    source = os.path.dirname(os.path.dirname(sandbox.__file__))
+    prefix = f"import sys; sys.path.insert(0, {source!r}); "
+    return subprocess.run(
+        [SYSTEM_PYTHON, "-I", "-c", prefix + code],
+        user=NOBODY, group=NOBODY, extra_groups=[], cwd="/", env={"PATH": "/usr/bin:/bin"},
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+@pytest.mark.skipif(not IS_ROOT, reason="starts a process as another user")
+def test_a_user_without_root_runs_programs_through_the_launcher_server():
+    """The server's launchers inherit its non-dumpable flag, and a non-dumpable process cannot
+    write its own uid_map: every run of a user without root was a sandbox error, once user
+    namespaces were available. The program runs, in its namespaces where the host has them."""
+    if not os.access(SYSTEM_PYTHON, os.X_OK):
+        pytest.skip(f"no {SYSTEM_PYTHON}")
+    importable = as_nobody("import cptlab.sandbox")
+    if importable.returncode != 0:
+        pytest.skip(f"uid {NOBODY} cannot import this checkout: {importable.stderr[-300:]}")
+    done = as_nobody(
+        "from cptlab import sandbox; r = sandbox.run_python('print(6 * 7)');"
+        " print(r.status, r.stdout.strip(), r.stderr.strip() or '-', sandbox._server is not None)"
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    status, out, err, through_server = done.stdout.split(maxsplit=3)
+    assert (status, out, err) == ("ok", "42", "-"), done.stdout
+    assert through_server.strip() == "True"  # the launcher server's path, where the bug was

@@ -446,6 +446,10 @@ def _launcher_main(cfg: dict | None = None) -> None:  # pragma: no cover - runs 
             if is_root:
                 in_ns = libc.unshare(flags) == 0
             elif libc.unshare(flags | clone_newuser) == 0:
+                # A launcher forked by the server inherits its non-dumpable flag, and a
+                # non-dumpable process cannot write its own uid_map (its /proc/self files then
+                # belong to root). Dumpable only until the maps are written (below).
+                check(libc.prctl(pr_set_dumpable, 1, 0, 0, 0), "dumpable")
                 real_uid, real_gid = os.getuid(), os.getgid()
                 for name, text in (
                     ("setgroups", "deny"),
