@@ -1,11 +1,11 @@
 """The GPU environment of config/paper.yaml: its lock against the CPU one, and how rules take it.
 
 `make check-gpu-env` (CI) resolves envs/requirements-gpu.in with uv, the committed lock as
-constraints, and compares the pins with the lock's; these tests read the committed files only (no network): the lock holds the
-GPU stack, differs from envs/requirements.txt in exactly the three pins that vLLM forces, and
-fits pyproject.toml's ranges; each conda environment names the sha256 of what its post-deploy
-script installs (Snakemake rebuilds an environment only when its own files change); the rules
-take the GPU environment when the config gives a rule a GPU.
+constraints, and compares the pins with the lock's; these tests read the committed files only
+(no network): the lock holds the GPU stack, differs from envs/requirements.txt in exactly the
+three pins that vLLM forces, and fits pyproject.toml's ranges; each conda environment names
+the sha256 of what its post-deploy script installs (Snakemake rebuilds an environment only when
+its own files change); the rules take the GPU environment when the config gives a rule a GPU.
 """
 
 from __future__ import annotations
