@@ -56,3 +56,25 @@ def read_manifest(folder: str | Path) -> dict:
 
 def is_complete(folder: str | Path) -> bool:
     return (Path(folder) / MANIFEST).exists()
+
+
+def read_json_lines(path: str | Path) -> list[dict]:
+    """The JSON objects of a JSONL file (blank lines skipped); errors name the file and line."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file")
+    records = []
+    with open(path, encoding="utf-8") as handle:
+        for lineno, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise ValueError(f"{path}:{lineno}: invalid JSON ({err.msg})") from None
+            if not isinstance(record, dict):
+                raise ValueError(
+                    f"{path}:{lineno}: expected an object, got {type(record).__name__}"
+                )
+            records.append(record)
+    return records

@@ -43,6 +43,11 @@ BASE = "base"  # the base model's name among checkpoints (stage 0)
 BASE_JOB = "base"  # the job id of the base build
 
 
+def shard_name(benchmark: str, index: int | str, count: int | str) -> str:
+    """Shard `index` of `count` of a benchmark (evaluation.shards), in file names and job ids."""
+    return f"{benchmark}.{index}of{count}"
+
+
 @dataclass(frozen=True)
 class Layout:
     """The folder tree of one experiment (module docstring), rooted at `root`."""
@@ -145,7 +150,7 @@ class Layout:
     ) -> tuple[Path, Path]:
         """(EVAL.json, responses) of shard `index` of `count` of a benchmark split by
         `evaluation.shards`; its merge writes the benchmark's own files."""
-        stem = self.eval_dir(method, seed, stage) / "shards" / f"{benchmark}.{index}of{count}"
+        stem = self.eval_dir(method, seed, stage) / "shards" / shard_name(benchmark, index, count)
         return stem.with_name(stem.name + ".json"), stem.with_name(stem.name + ".responses.jsonl")
 
     # --- tables, figures, drift --------------------------------------------------------------
@@ -225,7 +230,7 @@ class Layout:
         seed: int | str | None = None,
         stage: int | str = 0,
     ) -> str:
-        return f"{Layout.evaluate_job(method, seed, stage)}/{benchmark}.{index}of{count}"
+        return f"{Layout.evaluate_job(method, seed, stage)}/{shard_name(benchmark, index, count)}"
 
     @staticmethod
     def merge_shards_job(

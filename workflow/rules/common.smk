@@ -53,7 +53,8 @@ DOMAINS = config["data"]["domains"]
 EVAL_BENCHMARKS = [b.name for b in eval_benchmarks(config)]
 # Benchmarks evaluated together in each checkpoint's one job, and those split in shards
 # (evaluation.shards), each shard a job of its own, merged into the benchmark's files.
-WHOLE_BENCHMARKS, SPLIT_BENCHMARKS = EvalSettings.from_config(config).split(EVAL_BENCHMARKS)
+EVALUATION = EvalSettings.from_config(config)
+WHOLE_BENCHMARKS, SPLIT_BENCHMARKS = EVALUATION.split(EVAL_BENCHMARKS)
 # The effective config every job reads. Only a run that executes jobs writes it (onstart, under
 # Snakemake's lock, before the first job), so a dry run with another config cannot change what a
 # running or later job reads. Key order is kept: domain order decides the warm-up mixture's
@@ -245,7 +246,7 @@ def evaluation_settings(checkpoint, method=lambda wc: None):
 
 def shard_inputs(benchmark, method=None, seed=None, stage=0):
     """The shard files of split benchmark `benchmark` on one checkpoint, each shard's both."""
-    count = EvalSettings.from_config(config).shard_count(benchmark)
+    count = EVALUATION.shard_count(benchmark)
     return [
         str(path)
         for index in range(1, count + 1)

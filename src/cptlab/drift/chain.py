@@ -43,11 +43,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from cptlab.artifacts import write_manifest
+from cptlab.artifacts import read_json_lines, write_manifest
 from cptlab.checkpoints import model_folder
 from cptlab.drift.embedders import Embedder, resolve_embedder
 from cptlab.drift.settings import ChainSettings, DriftSettings, thread_limits
-from cptlab.drift.tables import ALL, read_json_lines, read_responses, write_json, write_table
+from cptlab.drift.tables import ALL, read_responses, write_json, write_table
 from cptlab.layout import Layout
 from cptlab.plan import builds_base, eval_benchmarks
 

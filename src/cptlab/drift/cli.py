@@ -308,6 +308,7 @@ def dataset_mmd(args: argparse.Namespace) -> None:
 def collapse_forensics(args: argparse.Namespace) -> None:
     import re
 
+    from cptlab.artifacts import read_json_lines
     from cptlab.drift.collapse import (
         DegeneracyRule,
         artifact_trend_from_logs,
@@ -315,7 +316,7 @@ def collapse_forensics(args: argparse.Namespace) -> None:
         collapse_forensics,
         most_frequent_artifact,
     )
-    from cptlab.drift.tables import read_json_lines, read_responses, write_table
+    from cptlab.drift.tables import read_responses, write_table
 
     tokens = _pairs(args.format_token, "--format-token") or {"boxed": "\\boxed"}
     format_rule = None

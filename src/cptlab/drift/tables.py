@@ -7,13 +7,12 @@ names the file (and line or id) so a broken artifact is found at once.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from cptlab.artifacts import atomic_write_json, atomic_write_text
+from cptlab.artifacts import atomic_write_json, atomic_write_text, read_json_lines
 
 ALL = "all"  # the benchmark name of a row pooled over every benchmark
 
@@ -26,28 +25,6 @@ def write_table(df: pd.DataFrame, path: str | Path, index: bool = False) -> Path
 def write_json(obj: Any, path: str | Path) -> Path:
     """Write `obj` as indented JSON to `path` atomically."""
     return atomic_write_json(path, obj)
-
-
-def read_json_lines(path: str | Path) -> list[dict]:
-    """The JSON objects of a JSONL file (blank lines skipped); errors name the file and line."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such file")
-    records = []
-    with open(path, encoding="utf-8") as handle:
-        for lineno, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise ValueError(f"{path}:{lineno}: invalid JSON ({err.msg})") from None
-            if not isinstance(record, dict):
-                raise ValueError(
-                    f"{path}:{lineno}: expected an object, got {type(record).__name__}"
-                )
-            records.append(record)
-    return records
 
 
 def read_responses(path: str | Path) -> dict[str, dict]:

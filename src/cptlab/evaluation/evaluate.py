@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from cptlab.artifacts import atomic_write_json, atomic_write_text
+from cptlab.artifacts import atomic_write_json, atomic_write_text, read_json_lines
 from cptlab.chat import prompt_length
 from cptlab.checkpoints import load_checkpoint, load_tokenizer
 from cptlab.domains import get_benchmark
@@ -77,11 +77,17 @@ def statistics(responses: list[dict], seed: int = 0) -> dict:
     return {**record, **dict(zip(PASS_FRACTION_KEYS, summary, strict=True))}
 
 
+def score_responses(rows: list[dict], completions: list[list[str]]) -> list[dict]:
+    """One response per item: its completions with their rewards and reasons (and the fraction
+    of tests each passed, where the verifier runs tests)."""
+    verdicts = score_completions(rows, completions)
+    return [_response(*item) for item in zip(rows, completions, verdicts, strict=True)]
+
+
 def summarise(rows: list[dict], completions: list[list[str]], seed: int = 0) -> dict:
     """Score completions: accuracy (avg@k), bootstrap interval, the test pass fraction where
     the verifier runs tests, and one response per item."""
-    verdicts = score_completions(rows, completions)
-    responses = [_response(*item) for item in zip(rows, completions, verdicts, strict=True)]
+    responses = score_responses(rows, completions)
     return {**statistics(responses, seed), "responses": responses}
 
 
@@ -222,7 +228,7 @@ def evaluate_benchmark(
     stats: dict = {"tokens_generated": 0}
     # A shard can be empty (fewer rows than shards): nothing to generate.
     completions = generate_completions([r["prompt"] for r in rows], stats) if rows else []
-    responses = summarise(rows, completions, settings.seed)["responses"]
+    responses = score_responses(rows, completions)
     seconds = time.perf_counter() - started
     record = eval_record(
         benchmark, checkpoint, settings, responses, too_long, seconds, stats["tokens_generated"]
@@ -363,8 +369,7 @@ def merge_shards(
             if not path.is_file():
                 raise FileNotFoundError(f"{path}: shard {index} of {count} is missing")
         records.append(json.loads(out.read_text(encoding="utf-8")))
-        with open(responses_file, encoding="utf-8") as f:
-            responses += [json.loads(line) for line in f if line.strip()]
+        responses += read_json_lines(responses_file)
     checkpoints = {r["checkpoint"] for r in records}
     if len(checkpoints) != 1 or {r["benchmark"] for r in records} != {benchmark}:
         raise InputError(f"{benchmark}: its shards are of other checkpoints or benchmarks")

@@ -34,15 +34,6 @@ def rewards(verdicts: list[list[Verdict]]) -> np.ndarray:
     return np.array([[v.reward for v in row] for row in verdicts], dtype=float)
 
 
-def pass_fractions(verdicts: list[list[Verdict]]) -> np.ndarray | None:
-    """(rows x samples) array of the fraction of tests each completion passed, or None when no
-    verdict counts tests (the benchmark's verifier runs none). A completion whose tests never
-    ran (no program, a scoring failure) passed none of them."""
-    if not any(v.test_pass_fraction is not None for row in verdicts for v in row):
-        return None
-    return np.array([[v.test_pass_fraction or 0.0 for v in row] for row in verdicts], dtype=float)
-
-
 def pass_at_k(n: int, c: int, k: int) -> float:
     """Unbiased pass@k from n samples with c correct (Chen et al., 2021)."""
     if n - c < k:

@@ -34,8 +34,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from cptlab.artifacts import MANIFEST, atomic_write_text, read_manifest
-from cptlab.drift.tables import read_json_lines
+from cptlab.artifacts import MANIFEST, atomic_write_text, read_json_lines, read_manifest
 from cptlab.layout import Layout
 from cptlab.plan import Plan
 from cptlab.results import cl_metrics as clm
