@@ -692,7 +692,7 @@ def test_missing_local_path_and_unknown_option() -> None:
 def test_packed_tests_are_decoded_without_importing_anything() -> None:
     tests = [{"input": "1\n", "output": "2\n"}]
     packed = base64.b64encode(zlib.compress(pickle.dumps(json.dumps(tests)))).decode()
-    assert paper._decode_packed(packed, "x") == tests
+    assert paper.decode_packed(packed, "x") == tests
 
     class Evil:
         def __reduce__(self):
@@ -700,7 +700,7 @@ def test_packed_tests_are_decoded_without_importing_anything() -> None:
 
     evil = base64.b64encode(zlib.compress(pickle.dumps(Evil()))).decode()
     with pytest.raises(ValueError):
-        paper._decode_packed(evil, "x")
+        paper.decode_packed(evil, "x")
 
 
 def test_import_does_not_load_datasets() -> None:
@@ -763,7 +763,7 @@ def test_adding_a_dataset_is_adding_an_entry(monkeypatch, tmp_path: Path) -> Non
     rule; the one pipeline runs it, and the registry validates its rows."""
     import datasets
 
-    from cptlab.domains.paper.common import _row
+    from cptlab.domains.paper.common import canonical_row
     from cptlab.domains.paper.pipeline import Recipe
     from cptlab.domains.registry import BENCHMARKS, Benchmark, Prompt, Source
 
@@ -779,7 +779,7 @@ def test_adding_a_dataset_is_adding_an_entry(monkeypatch, tmp_path: Path) -> Non
 
     def convert(raw, ctx, load):
         messages = prompt.messages(q=raw["q"])
-        return _row("sums", "math", str(ctx.index), messages, raw["a"], {})
+        return canonical_row("sums", "math", str(ctx.index), messages, raw["a"], {})
 
     def keep(raw, load):
         return "hard" if raw["hard"] else None

@@ -8,9 +8,9 @@ filters or holds out, a filter rule and a `Holdout`. Called as
 ``recipe(n=None, seed=0, path=None, **options)``, it returns canonical rows (see `cptlab.rows`)
 through five fixed stages, the same for every dataset:
 
-1. **Open** (`_open`): ``path`` is a local file or folder (``.json``, ``.jsonl``, ``.parquet``,
-   ``.csv``), or, when no such path exists, a Hugging Face hub dataset name passed to
-   ``datasets.load_dataset(name, config, split=..., cache_dir=...)``, so a cluster with a
+1. **Open** (`open_source`): ``path`` is a local file or folder (``.json``, ``.jsonl``,
+   ``.parquet``, ``.csv``), or, when no such path exists, a Hugging Face hub dataset name passed
+   to ``datasets.load_dataset(name, config, split=..., cache_dir=...)``, so a cluster with a
    populated HF cache works offline (``HF_DATASETS_OFFLINE=1``). ``path=None`` means the
    dataset's documented hub name. Nothing is read or downloaded at import time.
    JSON/JSONL files are read with the standard library, not with ``datasets``: Arrow unifies
@@ -19,7 +19,7 @@ through five fixed stages, the same for every dataset:
    possible answers, ToolAlpaca API documents). JSONL files are indexed by byte offset and
    parsed row by row, so LiveCodeBench's multi-GB test files are never held in memory whole.
    Parquet/CSV files and hub datasets go through ``datasets``; the converters of the
-   nested-schema datasets drop the ``None`` padding Arrow adds (`_drop_none`). BFCL's hub
+   nested-schema datasets drop the ``None`` padding Arrow adds (`drop_none`). BFCL's hub
    files are fetched as files (``huggingface_hub.hf_hub_download``) and read like local ones.
 2. **Filter** by the study's rules (level/type for SciKnowEval, ``error_type`` for MMLU-Redux,
    the code subset of Dolci, duplicates, ...). Rows excluded by a rule are counted per reason,
@@ -79,7 +79,7 @@ converters and registry entries (`ENTRIES`); importing this package registers th
 this order):
 
 - `pipeline`: `Recipe`, the one loader every entry runs, and `Holdout`.
-- `common`: reading files and hub datasets, raw-row errors, `_Run` (filter, exclusion
+- `common`: reading files and hub datasets, raw-row errors, `LoadRun` (filter, exclusion
   counting), `holdout_split`, `subsample`, helpers shared by the converters.
 - `math`: dapo_math, aime, math500.
 - `science`: sciknoweval_train / _test, gpqa_diamond.
@@ -94,7 +94,7 @@ from cptlab.domains.paper.code import (
     CODE_ANSWER,
     CODE_PROMPT,
     LCB_SYSTEM,
-    _decode_packed,
+    decode_packed,
 )
 from cptlab.domains.paper.common import EXCLUSIONS, exclusions, holdout_split, subsample
 from cptlab.domains.paper.logic import zebra_grid
@@ -125,7 +125,7 @@ __all__ = [
     "MATH_INSTRUCTION",
     "PAPER_BENCHMARKS",
     "SCIKNOWEVAL_SYSTEM",
-    "_decode_packed",
+    "decode_packed",
     "exclusions",
     "gpqa_option_order",
     "holdout_split",

@@ -13,16 +13,16 @@ import zlib
 from typing import Any
 
 from cptlab.domains.paper.common import (
-    _Bad,
-    _Ctx,
-    _digest,
-    _first,
-    _json_value,
-    _last_user,
-    _prompt,
-    _row,
-    _slug,
-    _text,
+    BadRawRow,
+    RowContext,
+    canonical_row,
+    chat_prompt,
+    content_digest,
+    first_present,
+    json_value,
+    last_user_text,
+    required_text,
+    slug,
 )
 from cptlab.domains.paper.pipeline import Holdout, Load, Recipe
 from cptlab.domains.registry import Benchmark, Prompt, Source
@@ -92,7 +92,7 @@ class _DataOnlyUnpickler(pickle.Unpickler):
         raise pickle.UnpicklingError(f"refusing to load {module}.{name}")
 
 
-def _decode_packed(text: str, what: str) -> Any:
+def decode_packed(text: str, what: str) -> Any:
     """JSON text, or base64(zlib(pickle | json)) as LiveCodeBench and Dolci store big tests."""
     stripped = text.strip()
     try:
@@ -102,21 +102,21 @@ def _decode_packed(text: str, what: str) -> Any:
     try:
         blob = zlib.decompress(base64.b64decode(stripped, validate=False))
     except (binascii.Error, zlib.error, ValueError):
-        raise _Bad(f"{what} is neither JSON nor base64/zlib data") from None
+        raise BadRawRow(f"{what} is neither JSON nor base64/zlib data") from None
     try:
         value = _DataOnlyUnpickler(io.BytesIO(blob)).load()
     except Exception:
         try:
             value = blob.decode("utf-8")
         except UnicodeDecodeError:
-            raise _Bad(f"{what}: cannot decode the unpacked data") from None
+            raise BadRawRow(f"{what}: cannot decode the unpacked data") from None
     if isinstance(value, bytes):
         value = value.decode("utf-8")
     if isinstance(value, str):
         try:
             return json.loads(value)
         except json.JSONDecodeError as err:
-            raise _Bad(f"{what}: unpacked text is not JSON ({err.msg})") from None
+            raise BadRawRow(f"{what}: unpacked text is not JSON ({err.msg})") from None
     return value
 
 
@@ -124,19 +124,21 @@ def _stdio_tests(value: Any, what: str) -> list[dict]:
     """[{"input", "output"}] from a list of such dicts or {"inputs": [...], "outputs": [...]}."""
     if isinstance(value, dict) and "inputs" in value and "outputs" in value:
         if len(value["inputs"]) != len(value["outputs"]):
-            raise _Bad(f"{what}: {len(value['inputs'])} inputs but {len(value['outputs'])} outputs")
+            raise BadRawRow(
+                f"{what}: {len(value['inputs'])} inputs but {len(value['outputs'])} outputs"
+            )
         value = [
             {"input": i, "output": o}
             for i, o in zip(value["inputs"], value["outputs"], strict=True)
         ]
     if not isinstance(value, list) or not value:
-        raise _Bad(f"{what}: expected a non-empty list of tests")
+        raise BadRawRow(f"{what}: expected a non-empty list of tests")
     tests = []
     for k, test in enumerate(value):
         if not isinstance(test, dict) or "input" not in test or "output" not in test:
-            raise _Bad(f"{what}: test {k} is not an {{'input', 'output'}} object")
+            raise BadRawRow(f"{what}: test {k} is not an {{'input', 'output'}} object")
         if not isinstance(test["input"], str) or not isinstance(test["output"], str):
-            raise _Bad(f"{what}: test {k} input/output must be strings")
+            raise BadRawRow(f"{what}: test {k} input/output must be strings")
         tests.append({"input": test["input"], "output": test["output"]})
     return tests
 
@@ -151,30 +153,30 @@ def _dolci_label(raw: dict) -> str | None:
 def _dolci_prompt(raw: dict) -> str:
     messages = raw.get(DOLCI_MESSAGES)
     if isinstance(messages, list) and messages:
-        return _last_user(messages, "prompt", "messages have no user turn")
-    text = _text(raw.get(DOLCI_PROMPT), "prompt")
+        return last_user_text(messages, "prompt", "messages have no user turn")
+    text = required_text(raw.get(DOLCI_PROMPT), "prompt")
     text = re.sub(r"^\s*user\s*:\s*", "", text, count=1, flags=re.IGNORECASE)
-    return _text(text, "prompt")
+    return required_text(text, "prompt")
 
 
 def _dolci_tests(raw: dict, kind: str) -> list:
     value = raw.get(DOLCI_GROUND_TRUTH)
     if value is None:
-        raise _Bad("missing ground_truth")
+        raise BadRawRow("missing ground_truth")
     if isinstance(value, list) and len(value) == 1 and isinstance(value[0], str):
         single = value[0].strip()
         if not single.startswith("assert"):
-            value = _decode_packed(single, "ground_truth")
+            value = decode_packed(single, "ground_truth")
     elif isinstance(value, str):
-        value = _decode_packed(value, "ground_truth")
+        value = decode_packed(value, "ground_truth")
     if kind == DOLCI_STDIO:
         return _stdio_tests(value, "ground_truth")
     if not isinstance(value, list) or not value:
-        raise _Bad("ground_truth must be a non-empty list of assert statements")
+        raise BadRawRow("ground_truth must be a non-empty list of assert statements")
     tests = []
     for k, test in enumerate(value):
         if not isinstance(test, str) or not test.strip():
-            raise _Bad(f"ground_truth test {k} is not a non-empty string")
+            raise BadRawRow(f"ground_truth test {k} is not a non-empty string")
         tests.append(test.strip())
     return tests
 
@@ -187,11 +189,11 @@ def _dolci(name: str, part: str, kind: str) -> Recipe:
         label = _dolci_label(raw)
         return None if label == kind else f"dataset label {label!r} (not the {kind!r} subset)"
 
-    def convert(raw: dict, ctx: _Ctx, load: Load) -> dict:
+    def convert(raw: dict, ctx: RowContext, load: Load) -> dict:
         prompt = _dolci_prompt(raw)
         tests = _dolci_tests(raw, kind)
-        raw_id = _first(raw, DOLCI_ID)
-        key = _slug(str(raw_id)) if raw_id is not None else _digest(prompt)
+        raw_id = first_present(raw, DOLCI_ID)
+        key = slug(str(raw_id)) if raw_id is not None else content_digest(prompt)
         meta = {
             "tests": tests,
             "test_format": "stdio" if kind == DOLCI_STDIO else "asserts",
@@ -200,7 +202,7 @@ def _dolci(name: str, part: str, kind: str) -> Recipe:
         if raw.get("original_dataset") is not None:
             meta["original_dataset"] = raw["original_dataset"]
         messages = CODE_FORMAT.messages(problem=prompt)
-        return _row(name, "code", key, messages, CODE_ANSWER, meta)
+        return canonical_row(name, "code", key, messages, CODE_ANSWER, meta)
 
     return Recipe(name, "code", Source(DOLCI_HUB, split="train"), CODE_FORMAT, convert,
                   keep=keep, columns=(DOLCI_DATASET,), holdout=Holdout(part))  # fmt: skip
@@ -210,16 +212,16 @@ def _lcb_tests(raw: dict, field: str) -> list[dict]:
     value = raw.get(field)
     if value is None or (isinstance(value, str) and not value.strip()):
         return []
-    tests = _decode_packed(value, field) if isinstance(value, str) else value
+    tests = decode_packed(value, field) if isinstance(value, str) else value
     if not isinstance(tests, list):
-        raise _Bad(f"{field} must be a list of tests")
+        raise BadRawRow(f"{field} must be a list of tests")
     return tests
 
 
 def _lcb_kind(tests: list[dict]) -> str:
     kinds = {str(t.get("testtype", "stdin")) for t in tests if isinstance(t, dict)}
     if len(kinds) != 1:
-        raise _Bad(f"test types {sorted(kinds)}: expected exactly one of stdin / functional")
+        raise BadRawRow(f"test types {sorted(kinds)}: expected exactly one of stdin / functional")
     return kinds.pop()
 
 
@@ -233,7 +235,7 @@ def _lcb_study_prompt(raw: dict, content: str) -> list[dict]:
     starter = raw.get(LCB_STARTER)
     if isinstance(starter, str) and starter.strip():
         if "def " not in starter:
-            raise _Bad("starter_code has no `def`")
+            raise BadRawRow("starter_code has no `def`")
         signature = "def " + starter.split("def ")[1].split("Input\n")[0].strip()
         problem += LCB_SIGNATURE.format(signature=signature)
     # data/preprocess.py drops `self` from the whole prompt, so the function is top-level.
@@ -247,7 +249,7 @@ def _lcb_assert(func: str, test: dict) -> str:
         arguments = [json.loads(line) for line in test["input"].splitlines() if line.strip()]
         expected = json.loads(test["output"])
     except json.JSONDecodeError as err:
-        raise _Bad(f"functional test is not JSON ({err.msg})") from None
+        raise BadRawRow(f"functional test is not JSON ({err.msg})") from None
     return f"assert {func}({', '.join(map(repr, arguments))}) == {expected!r}"
 
 
@@ -259,7 +261,7 @@ def _lcb_driver_prompt(raw: dict, content: str, kind: str, meta: dict) -> str:
             "test on the sample inputs). Put your complete program in one Python code "
             "block:\n```python\n# YOUR CODE HERE\n```\n\n### Answer: (use the format above)\n"
         )
-    starter = _text(raw.get(LCB_STARTER), "starter_code")
+    starter = required_text(raw.get(LCB_STARTER), "starter_code")
     return (
         f"### Question:\n{content}\n\n### Format: Complete the starter code below:\n"
         f"```python\n{starter}\n```\n"
@@ -297,7 +299,7 @@ def _keep_livecodebench(raw: dict, load: Load) -> str | None:
     return None
 
 
-def _convert_livecodebench(raw: dict, ctx: _Ctx, load: Load) -> dict:
+def _convert_livecodebench(raw: dict, ctx: RowContext, load: Load) -> dict:
     """`prompt="study"`: the study's code prompt, one user message; a functional problem shows
     its method's signature without `self`, as the study does, and its tests become asserts on
     that function (`python_unit_tests`). `prompt="driver"`: cptlab's own, with a system prompt;
@@ -305,11 +307,11 @@ def _convert_livecodebench(raw: dict, ctx: _Ctx, load: Load) -> dict:
     per line and prints `json.dumps(result)`, scored on stdin/stdout. `tests="private"` (the
     study's) or `"all"` (public and private)."""
     fields = (LCB_PRIVATE,) if load["tests"] == "private" else (LCB_PUBLIC, LCB_PRIVATE)
-    content = _text(raw.get(LCB_CONTENT), "question_content")
-    raw_id = _text(raw.get(LCB_ID), "question_id")
+    content = required_text(raw.get(LCB_CONTENT), "question_content")
+    raw_id = required_text(raw.get(LCB_ID), "question_id")
     cases = [t for field in fields for t in _lcb_tests(raw, field)]
     if not cases:
-        raise _Bad(f"no test cases in {' / '.join(fields)}")
+        raise BadRawRow(f"no test cases in {' / '.join(fields)}")
     kind = _lcb_kind(cases)
     meta = {
         "tests": _stdio_tests(cases, "test cases"),
@@ -320,11 +322,11 @@ def _convert_livecodebench(raw: dict, ctx: _Ctx, load: Load) -> dict:
         "source_index": ctx.index,
     }
     if kind not in ("stdin", "functional"):
-        raise _Bad(f"unknown test type {kind!r}")
+        raise BadRawRow(f"unknown test type {kind!r}")
     if kind == "functional":
-        extra = _json_value(raw.get(LCB_METADATA) or "{}", LCB_METADATA)
+        extra = json_value(raw.get(LCB_METADATA) or "{}", LCB_METADATA)
         func = extra.get("func_name") if isinstance(extra, dict) else None
-        meta["func_name"] = _text(func, "metadata.func_name")
+        meta["func_name"] = required_text(func, "metadata.func_name")
     # The tests as the study stores them, for its reward (cptlab.verifiers.study_code).
     meta["study_tests"] = {
         "testtype": kind,
@@ -343,8 +345,8 @@ def _convert_livecodebench(raw: dict, ctx: _Ctx, load: Load) -> dict:
             # harness provides too.
             meta["prelude"] = LCB_PRELUDE
     else:
-        messages = _prompt(LCB_SYSTEM, _lcb_driver_prompt(raw, content, kind, meta))
-    return _row("livecodebench", "code", _slug(raw_id), messages, CODE_ANSWER, meta)
+        messages = chat_prompt(LCB_SYSTEM, _lcb_driver_prompt(raw, content, kind, meta))
+    return canonical_row("livecodebench", "code", slug(raw_id), messages, CODE_ANSWER, meta)
 
 
 LCB_OPTIONS = {"start_date": None, "end_date": None, "platforms": None, "functional": "stdio",

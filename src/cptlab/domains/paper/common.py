@@ -1,6 +1,18 @@
 """Shared machinery of the paper loaders: reading raw files and hub datasets, the
 filter -> split -> subsample -> convert pipeline with its exclusion counts, and the small
-helpers every converter uses (see the package docstring for the design)."""
+helpers every converter uses (see the package docstring for the design).
+
+What the family modules and `pipeline` use:
+
+- Reading: `open_source` (a path or hub name -> `RawSource`), `open_segments` (one path ->
+  `RawSegment` list), `looks_local`, `check_hub_options`, `PathSpec`, `HUB_OPTIONS`;
+  `RowContext` tells a converter where its raw row comes from.
+- The pipeline: `LoadRun` (filter, convert, exclusion counts), `holdout_split`, `subsample`,
+  `check_sample_size`, `exclusions` / `EXCLUSIONS`, `SPLIT_SEED`, `TEST_FRACTION`.
+- Converters: `BadRawRow` (a raw row that cannot be converted), `required_text`,
+  `first_present`, `json_value`, `drop_none`, `last_user_text`, `duplicate_reason`,
+  `chat_prompt`, `options_text`, `LETTERS`, `content_digest`, `slug`, `canonical_row`.
+"""
 
 from __future__ import annotations
 
@@ -41,8 +53,9 @@ TEST_FRACTION = 0.1
 # ===== Reading raw data =========================================================================
 
 
-class _Bad(ValueError):
-    """A raw row cannot be converted; the pipeline turns it into a RowError naming the row."""
+class BadRawRow(ValueError):
+    """A raw row cannot be converted; the pipeline turns it into a RowError naming the row
+    (or, with ``strict=False``, counts it as an exclusion)."""
 
 
 class _JsonlTable:
@@ -71,13 +84,13 @@ class _JsonlTable:
             handle.seek(self.offsets[k])
             return _parse_json_line(handle.readline())
 
-    def iter_rows(self) -> Iterator[dict | _Bad]:
+    def iter_rows(self) -> Iterator[dict | BadRawRow]:
         with open(self.path, "rb") as handle:
             for raw in handle:
                 if raw.strip():
                     try:
                         yield _parse_json_line(raw)
-                    except _Bad as err:
+                    except BadRawRow as err:
                         yield err
 
 
@@ -85,16 +98,16 @@ def _parse_json_line(raw: bytes) -> dict:
     try:
         value = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as err:
-        raise _Bad(f"invalid UTF-8 ({err.reason})") from None
+        raise BadRawRow(f"invalid UTF-8 ({err.reason})") from None
     except json.JSONDecodeError as err:
-        raise _Bad(f"invalid JSON ({err.msg})") from None
+        raise BadRawRow(f"invalid JSON ({err.msg})") from None
     if not isinstance(value, dict):
-        raise _Bad(f"expected a JSON object, got {type(value).__name__}")
+        raise BadRawRow(f"expected a JSON object, got {type(value).__name__}")
     return value
 
 
 @dataclass
-class _Segment:
+class RawSegment:
     """One file or hub dataset: `label` names it in ids, `origin` in error messages."""
 
     label: str
@@ -118,10 +131,10 @@ class _Segment:
             return self.table.row(k)
         value = self.table[k]
         if not isinstance(value, dict):
-            raise _Bad(f"expected an object, got {type(value).__name__}")
+            raise BadRawRow(f"expected an object, got {type(value).__name__}")
         return value
 
-    def iter_rows(self, columns: Sequence[str] | None) -> Iterator[dict | _Bad]:
+    def iter_rows(self, columns: Sequence[str] | None) -> Iterator[dict | BadRawRow]:
         if isinstance(self.table, _JsonlTable):
             yield from self.table.iter_rows()
         elif self.arrow:
@@ -131,11 +144,11 @@ class _Segment:
             yield from table
         else:
             for value in self.table:
-                yield value if isinstance(value, dict) else _Bad("expected an object")
+                yield value if isinstance(value, dict) else BadRawRow("expected an object")
 
 
 @dataclass(frozen=True)
-class _Ctx:
+class RowContext:
     """Where a raw row comes from, for converters: global and in-segment index, label."""
 
     index: int
@@ -144,10 +157,10 @@ class _Ctx:
     arrow: bool
 
 
-class _Source:
+class RawSource:
     """The raw rows of one benchmark: one or more segments addressed by a global index."""
 
-    def __init__(self, dataset: str, segments: list[_Segment]) -> None:
+    def __init__(self, dataset: str, segments: list[RawSegment]) -> None:
         self.dataset = dataset
         self.segments = segments
         self.starts: list[int] = []
@@ -160,7 +173,7 @@ class _Source:
     def __len__(self) -> int:
         return self.total
 
-    def locate(self, i: int) -> tuple[_Segment, int]:
+    def locate(self, i: int) -> tuple[RawSegment, int]:
         for segment, start in zip(reversed(self.segments), reversed(self.starts), strict=True):
             if i >= start:
                 return segment, i - start
@@ -170,15 +183,17 @@ class _Source:
         segment, k = self.locate(i)
         return segment.where(k)
 
-    def ctx(self, i: int) -> _Ctx:
+    def ctx(self, i: int) -> RowContext:
         segment, k = self.locate(i)
-        return _Ctx(i, k, segment.label, segment.arrow)
+        return RowContext(i, k, segment.label, segment.arrow)
 
     def row(self, i: int) -> dict:
         segment, k = self.locate(i)
         return segment.row(k)
 
-    def iter_rows(self, columns: Sequence[str] | None = None) -> Iterator[tuple[int, dict | _Bad]]:
+    def iter_rows(
+        self, columns: Sequence[str] | None = None
+    ) -> Iterator[tuple[int, dict | BadRawRow]]:
         i = 0
         for segment in self.segments:
             for value in segment.iter_rows(columns):
@@ -186,6 +201,7 @@ class _Source:
                 i += 1
 
     def error(self, i: int, problem: str) -> RowError:
+        """The error naming raw row `i` of this source, where it is, and `problem`."""
         return RowError(f"{self.dataset}: raw row {i} ({self.where(i)}): {problem}")
 
 
@@ -193,13 +209,14 @@ PathSpec = str | Path | Sequence[str | Path] | None
 HUB_OPTIONS = ("config", "hub_split", "cache_dir", "hub_kwargs")
 
 
-def _check_hub_options(dataset: str, hub: dict) -> None:
+def check_hub_options(dataset: str, hub: dict) -> None:
+    """Reject any hub option other than `HUB_OPTIONS`, naming the dataset's config key."""
     unknown = sorted(set(hub) - set(HUB_OPTIONS))
     if unknown:
         raise ValueError(f"{dataset}: unknown option(s) {unknown} (data.options.{dataset})")
 
 
-def _open(
+def open_source(
     dataset: str,
     path: PathSpec,
     default: str | Sequence[str] | None,
@@ -208,7 +225,7 @@ def _open(
     hub_split: str | None = None,
     cache_dir: str | None = None,
     hub_kwargs: dict | None = None,
-) -> _Source:
+) -> RawSource:
     """Open `path` (local files/folders or hub names; `default` when None) as one source.
 
     The hub options are those of every loader: `config` (hub config name), `hub_split`,
@@ -219,10 +236,10 @@ def _open(
     if spec is None:
         raise ValueError(f"{dataset}: no path given and the dataset has no hub default")
     specs = [spec] if isinstance(spec, str | Path) else list(spec)
-    segments: list[_Segment] = []
+    segments: list[RawSegment] = []
     for item in specs:
         segments.extend(
-            _open_one(
+            open_segments(
                 dataset,
                 item,
                 config=config,
@@ -231,10 +248,11 @@ def _open(
                 hub_kwargs=hub_kwargs,
             )
         )
-    return _Source(dataset, segments)
+    return RawSource(dataset, segments)
 
 
-def _looks_local(spec: str) -> bool:
+def looks_local(spec: str) -> bool:
+    """Whether `spec` is written as a local path (not a hub name), existing or not."""
     return (
         spec.startswith(("/", ".", "~"))
         or spec.count("/") > 1
@@ -243,7 +261,7 @@ def _looks_local(spec: str) -> bool:
     )
 
 
-def _open_one(
+def open_segments(
     dataset: str,
     spec: str | Path,
     *,
@@ -252,7 +270,9 @@ def _open_one(
     cache_dir: str | None,
     hub_kwargs: dict | None,
     label: str | None = None,
-) -> list[_Segment]:
+) -> list[RawSegment]:
+    """The segments of one path spec: a file, every data file of a folder (sorted, labelled
+    by relative path), or a hub dataset (labelled `label`, else its name and config)."""
     local = Path(spec).expanduser()
     if local.exists():
         if local.is_file():
@@ -265,29 +285,29 @@ def _open_one(
         return [
             _read_file(f, f.relative_to(local).with_suffix("").as_posix(), cache_dir) for f in files
         ]
-    if isinstance(spec, Path) or _looks_local(str(spec)):
+    if isinstance(spec, Path) or looks_local(str(spec)):
         raise FileNotFoundError(f"{dataset}: {spec} does not exist")
     return [_load_hub(dataset, str(spec), config, hub_split, cache_dir, hub_kwargs, label)]
 
 
-def _read_file(path: Path, label: str, cache_dir: str | None) -> _Segment:
+def _read_file(path: Path, label: str, cache_dir: str | None) -> RawSegment:
     suffix = path.suffix.lower()
     if suffix == ".jsonl":
-        return _Segment(label, str(path), _JsonlTable(path))
+        return RawSegment(label, str(path), _JsonlTable(path))
     if suffix == ".json":
         try:
             with open(path, encoding="utf-8") as handle:
                 value = json.load(handle)
         except (json.JSONDecodeError, UnicodeDecodeError):
             # JSONL content in a .json file (BFCL's files): read it line by line.
-            return _Segment(label, str(path), _JsonlTable(path))
+            return RawSegment(label, str(path), _JsonlTable(path))
         rows = value if isinstance(value, list) else [value]
-        return _Segment(label, str(path), rows)
+        return RawSegment(label, str(path), rows)
     import datasets  # heavy import, only when a parquet/csv file is read
 
     kind = {".parquet": "parquet", ".csv": "csv"}[suffix]
     table = datasets.load_dataset(kind, data_files=str(path), split="train", cache_dir=cache_dir)
-    return _Segment(label, str(path), table, arrow=True)
+    return RawSegment(label, str(path), table, arrow=True)
 
 
 def _load_hub(
@@ -298,7 +318,7 @@ def _load_hub(
     cache_dir: str | None,
     hub_kwargs: dict | None,
     label: str | None,
-) -> _Segment:
+) -> RawSegment:
     import datasets
 
     loaded = datasets.load_dataset(
@@ -311,41 +331,48 @@ def _load_hub(
             )
         loaded = next(iter(loaded.values()))
     origin = f"hub:{name}" + (f"/{config}" if config else "")
-    return _Segment(label or (f"{name}/{config}" if config else name), origin, loaded, arrow=True)
+    return RawSegment(label or (f"{name}/{config}" if config else name), origin, loaded, arrow=True)
 
 
 # ===== The pipeline =============================================================================
 
 Keep = Callable[[dict], str | None]
-Convert = Callable[[dict, _Ctx], dict]
+Convert = Callable[[dict, RowContext], dict]
 
 
-class _Run:
-    """Filter -> split -> subsample -> convert over one source, recording exclusions."""
+class LoadRun:
+    """Filter -> split -> subsample -> convert over one source, recording exclusions.
 
-    def __init__(self, name: str, source: _Source, strict: bool) -> None:
+    A raw row that cannot be read or converted raises a RowError naming it when `strict`,
+    else is counted as an exclusion.
+    """
+
+    def __init__(self, name: str, source: RawSource, strict: bool) -> None:
         self.name = name
         self.source = source
         self.strict = strict
         self.excluded: Counter[str] = Counter()
 
     def fail(self, i: int, problem: str) -> None:
+        """Raw row `i` cannot be used: a RowError when strict, else a counted exclusion."""
         if self.strict:
             raise self.source.error(i, problem)
         self.excluded[f"unconvertible raw row ({problem[:80]})"] += 1
         logger.debug("%s", self.source.error(i, problem))
 
     def filter(self, keep: Keep | None, columns: Sequence[str] | None = None) -> list[int]:
+        """The positions `keep` keeps (None: all), counting the reasons of the others;
+        `columns` are the raw fields `keep` reads."""
         if keep is None:
             return list(range(len(self.source)))
         kept = []
         for i, raw in self.source.iter_rows(columns):
-            if isinstance(raw, _Bad):
+            if isinstance(raw, BadRawRow):
                 self.fail(i, str(raw))
                 continue
             try:
                 reason = keep(raw)
-            except (_Bad, KeyError, TypeError, ValueError, AttributeError) as err:
+            except (BadRawRow, KeyError, TypeError, ValueError, AttributeError) as err:
                 self.fail(i, _describe(err))
                 continue
             if reason is None:
@@ -362,11 +389,12 @@ class _Run:
         return kept
 
     def convert(self, positions: list[int], convert: Convert) -> list[dict]:
+        """The canonical rows `convert` makes of the raw rows at `positions`."""
         rows = []
         for i in positions:
             try:
                 rows.append(convert(self.source.row(i), self.source.ctx(i)))
-            except (_Bad, KeyError, TypeError, ValueError, AttributeError) as err:
+            except (BadRawRow, KeyError, TypeError, ValueError, AttributeError) as err:
                 self.fail(i, _describe(err))
         return rows
 
@@ -396,7 +424,7 @@ class _Run:
 def _describe(err: Exception) -> str:
     if isinstance(err, KeyError):
         return f"missing field {err.args[0]!r}"
-    if isinstance(err, _Bad):
+    if isinstance(err, BadRawRow):
         return str(err)
     return f"{type(err).__name__}: {err}"
 
@@ -437,50 +465,57 @@ def subsample(positions: Sequence[int], n: int | None, seed: int) -> list[int]:
 # ===== Helpers ==================================================================================
 
 
-def _text(value: Any, what: str) -> str:
+def required_text(value: Any, what: str) -> str:
+    """`value` as stripped text (a number is written as text); `BadRawRow` naming `what` when
+    it is missing, empty or not text."""
     if value is None:
-        raise _Bad(f"missing {what}")
+        raise BadRawRow(f"missing {what}")
     if isinstance(value, bool) or not isinstance(value, str | int | float):
-        raise _Bad(f"{what} must be text, got {type(value).__name__}")
+        raise BadRawRow(f"{what} must be text, got {type(value).__name__}")
     text = str(value).strip()
     if not text:
-        raise _Bad(f"empty {what}")
+        raise BadRawRow(f"empty {what}")
     return text
 
 
-def _first(raw: dict, keys: Sequence[str]) -> Any:
+def first_present(raw: dict, keys: Sequence[str]) -> Any:
+    """The value of the first of `keys` that `raw` holds and is not None (None if none is):
+    the one field of a dataset published under several names."""
     for key in keys:
         if raw.get(key) is not None:
             return raw[key]
     return None
 
 
-def _digest(*parts: str) -> str:
+def content_digest(*parts: str) -> str:
+    """A 16-hex-digit hash of `parts`: the row key of a dataset that has no ids of its own."""
     return hashlib.sha1("\x1f".join(parts).encode("utf-8")).hexdigest()[:16]
 
 
-def _slug(text: str) -> str:
+def slug(text: str) -> str:
+    """`text` with every run of characters other than letters, digits, `.`, `_`, `-` made one
+    `_` (none kept at either end): a dataset's own id as the key of a row id."""
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "_"
 
 
-def _drop_none(value: Any) -> Any:
+def drop_none(value: Any) -> Any:
     """Remove the None-valued keys Arrow adds when it unifies nested object schemas."""
     if isinstance(value, dict):
-        return {k: _drop_none(v) for k, v in value.items() if v is not None}
+        return {k: drop_none(v) for k, v in value.items() if v is not None}
     if isinstance(value, list):
-        return [_drop_none(v) for v in value]
+        return [drop_none(v) for v in value]
     return value
 
 
-def _last_user(messages: list, what: str, missing: str) -> str:
-    """The text of the last user message in `messages`; `_Bad(missing)` if there is none."""
+def last_user_text(messages: list, what: str, missing: str) -> str:
+    """The text of the last user message in `messages`; `BadRawRow(missing)` if there is none."""
     users = [m for m in messages if isinstance(m, dict) and m.get("role") == "user"]
     if not users:
-        raise _Bad(missing)
-    return _text(users[-1].get("content"), what)
+        raise BadRawRow(missing)
+    return required_text(users[-1].get("content"), what)
 
 
-def _duplicate(seen: dict[str, str], key: str, answer: str, what: str) -> str | None:
+def duplicate_reason(seen: dict[str, str], key: str, answer: str, what: str) -> str | None:
     """None the first time `key` is seen (recording its answer), else the exclusion reason."""
     if key not in seen:
         seen[key] = answer
@@ -490,13 +525,17 @@ def _duplicate(seen: dict[str, str], key: str, answer: str, what: str) -> str | 
     return f"duplicate {what}"
 
 
-def _prompt(system: str | None, user: str) -> list[dict]:
+def chat_prompt(system: str | None, user: str) -> list[dict]:
+    """The chat messages of a prompt: the system message (when there is one), then `user`."""
     messages = [{"role": "system", "content": system}] if system else []
     messages.append({"role": "user", "content": user})
     return messages
 
 
-def _row(name: str, domain: str, key: str, prompt: list[dict], answer: str, meta: dict) -> dict:
+def canonical_row(
+    name: str, domain: str, key: str, prompt: list[dict], answer: str, meta: dict
+) -> dict:
+    """A canonical row (`cptlab.rows`) of benchmark `name`, with id ``<name>-<key>``."""
     return {
         "id": f"{name}-{key}",
         "domain": domain,
@@ -507,20 +546,22 @@ def _row(name: str, domain: str, key: str, prompt: list[dict], answer: str, meta
     }
 
 
-def _options_text(options: Sequence[str], style: str = "{letter}. {text}") -> str:
+def options_text(options: Sequence[str], style: str = "{letter}. {text}") -> str:
+    """The options of a multiple-choice question, one line each, lettered A, B, ... in order."""
     return "\n".join(style.format(letter=LETTERS[i], text=o) for i, o in enumerate(options))
 
 
-def _json_value(value: Any, what: str) -> Any:
+def json_value(value: Any, what: str) -> Any:
     """`value` itself, or parsed if it is a JSON string."""
     if isinstance(value, str):
         try:
             return json.loads(value)
         except json.JSONDecodeError as err:
-            raise _Bad(f"{what} is not valid JSON ({err.msg})") from None
+            raise BadRawRow(f"{what} is not valid JSON ({err.msg})") from None
     return value
 
 
-def _check_n(n: int | None) -> None:
+def check_sample_size(n: int | None) -> None:
+    """Reject a subsample size `n` that is neither None nor a non-negative int."""
     if n is not None and (not isinstance(n, int) or n < 0):
         raise ValueError(f"n must be a non-negative int or None, got {n!r}")

@@ -7,18 +7,18 @@ from typing import Any
 
 from cptlab.domains.paper.common import (
     LETTERS,
+    BadRawRow,
     PathSpec,
-    _Bad,
-    _check_hub_options,
-    _Ctx,
-    _json_value,
-    _open,
-    _open_one,
-    _options_text,
-    _row,
-    _slug,
-    _Source,
-    _text,
+    RawSource,
+    RowContext,
+    canonical_row,
+    check_hub_options,
+    json_value,
+    open_segments,
+    open_source,
+    options_text,
+    required_text,
+    slug,
 )
 from cptlab.domains.paper.pipeline import Load, Recipe
 from cptlab.domains.registry import Benchmark, Prompt, Source
@@ -67,17 +67,17 @@ def _mmlu_subject(raw: dict, label: str) -> str:
 
 def _mmlu_index(value: Any, what: str) -> int:
     if isinstance(value, bool):
-        raise _Bad(f"{what} must be an option index or letter")
+        raise BadRawRow(f"{what} must be an option index or letter")
     if isinstance(value, int):
         index = value
     else:
-        text = _text(value, what)
+        text = required_text(value, what)
         if text.isdigit():
             index = int(text)
         elif len(text) == 1 and text.upper() in LETTERS:
             index = LETTERS.index(text.upper())
         else:
-            raise _Bad(f"{what} {text[:20]!r} is not an option index or letter")
+            raise BadRawRow(f"{what} {text[:20]!r} is not an option index or letter")
     return index
 
 
@@ -89,25 +89,25 @@ MMLU_PROMPT = Prompt(
 )
 
 
-def _open_mmlu(load: Load, path: PathSpec) -> _Source:
+def _open_mmlu(load: Load, path: PathSpec) -> RawSource:
     """A local file or folder (one file per subject), or the hub repo: one config per subject."""
     name, hub = load.recipe.name, load.hub
     load.state["local"] = local = isinstance(path, str | Path) and Path(path).expanduser().exists()
     if local or (path is not None and not isinstance(path, str)):
-        return _open(name, path, None, **hub)
+        return open_source(name, path, None, **hub)
     repo = str(path) if path is not None else MMLU_REDUX_HUB
-    _check_hub_options(name, hub)
+    check_hub_options(name, hub)
     options = {"hub_split": "test", "config": None, "cache_dir": None, "hub_kwargs": None}
     options.update(hub)
     config = options.pop("config")
     segments = []
     for subject in load["subjects"] or MMLU_SUBJECTS:
         label = f"{repo}/{subject}"
-        segments += _open_one(name, repo, config=config or subject, label=label, **options)
-    return _Source(name, segments)
+        segments += open_segments(name, repo, config=config or subject, label=label, **options)
+    return RawSource(name, segments)
 
 
-def _select_subjects(load: Load, source: _Source) -> _Source:
+def _select_subjects(load: Load, source: RawSource) -> RawSource:
     """Local files of subjects not in `subjects` are excluded (the hub reads only those)."""
     wanted = load["subjects"]
     if not wanted or not load.state["local"]:
@@ -118,7 +118,7 @@ def _select_subjects(load: Load, source: _Source) -> _Source:
             kept.append(segment)
         else:
             load.run.excluded["subject not selected"] += len(segment)
-    return _Source(source.dataset, kept)
+    return RawSource(source.dataset, kept)
 
 
 def _keep_mmlu(raw: dict, load: Load) -> str | None:
@@ -131,26 +131,26 @@ def _keep_mmlu(raw: dict, load: Load) -> str | None:
     return None if error_type in kept else f"error_type={error_type!r}"
 
 
-def _convert_mmlu(raw: dict, ctx: _Ctx, load: Load) -> dict:
+def _convert_mmlu(raw: dict, ctx: RowContext, load: Load) -> dict:
     subject = _mmlu_subject(raw, ctx.label)
-    question = _text(raw.get(MMLU_QUESTION), "question")
-    choices = _json_value(raw.get(MMLU_CHOICES), "choices")
+    question = required_text(raw.get(MMLU_QUESTION), "question")
+    choices = json_value(raw.get(MMLU_CHOICES), "choices")
     if not isinstance(choices, list) or len(choices) < 2:
-        raise _Bad("choices must be a list of 2+ options")
-    options = [_text(c, f"option {k}") for k, c in enumerate(choices)]
+        raise BadRawRow("choices must be a list of 2+ options")
+    options = [required_text(c, f"option {k}") for k, c in enumerate(choices)]
     index = _mmlu_index(raw.get(MMLU_ANSWER), "answer")
     error_type = raw.get(MMLU_ERROR_TYPE)
     if error_type == "wrong_groundtruth" and load["fix_wrong_groundtruth"]:
         index = _mmlu_index(raw.get(MMLU_CORRECT_ANSWER), "correct_answer")
     if not 0 <= index < len(options):
-        raise _Bad(f"answer index {index} out of range for {len(options)} options")
+        raise BadRawRow(f"answer index {index} out of range for {len(options)} options")
     messages = MMLU_PROMPT.messages(
-        topic=subject.replace("_", " "), question=question, options=_options_text(options)
+        topic=subject.replace("_", " "), question=question, options=options_text(options)
     )
     meta = {"options": options, "subject": subject, "error_type": error_type,
             "source_index": ctx.local}  # fmt: skip
-    key = f"{_slug(subject)}-{ctx.local}"
-    return _row("mmlu_redux", "knowledge", key, messages, LETTERS[index], meta)
+    key = f"{slug(subject)}-{ctx.local}"
+    return canonical_row("mmlu_redux", "knowledge", key, messages, LETTERS[index], meta)
 
 
 MMLU_OPTIONS = {"keep_error_types": MMLU_KEEP_ERROR_TYPES, "fix_wrong_groundtruth": False,

@@ -6,13 +6,13 @@ import json
 from typing import Any
 
 from cptlab.domains.paper.common import (
-    _Bad,
-    _Ctx,
-    _digest,
-    _json_value,
-    _row,
-    _slug,
-    _text,
+    BadRawRow,
+    RowContext,
+    canonical_row,
+    content_digest,
+    json_value,
+    required_text,
+    slug,
 )
 from cptlab.domains.paper.pipeline import Load, Recipe
 from cptlab.domains.registry import Benchmark, Prompt, Source
@@ -31,19 +31,19 @@ ZEBRA_SOLUTION = "solution"  # {"header", "rows"}
 
 def zebra_grid(solution: Any) -> dict:
     """{"House 1": {attribute: value}} from ZebraLogic's {"header", "rows"} solution."""
-    solution = _json_value(solution, "solution")
+    solution = json_value(solution, "solution")
     if not isinstance(solution, dict):
-        raise _Bad("solution must be {'header': [...], 'rows': [...]}")
+        raise BadRawRow("solution must be {'header': [...], 'rows': [...]}")
     header, rows = solution.get("header"), solution.get("rows")
     if not isinstance(header, list) or len(header) < 2 or not isinstance(rows, list) or not rows:
-        raise _Bad("solution needs a header of 2+ columns and 1+ rows")
+        raise BadRawRow("solution needs a header of 2+ columns and 1+ rows")
     grid: dict[str, dict[str, str]] = {}
     for r, cells in enumerate(rows):
         if not isinstance(cells, list) or len(cells) != len(header):
-            raise _Bad(f"solution row {r} does not have {len(header)} cells")
-        values = [_text(c, f"solution cell ({r}, {k})") for k, c in enumerate(cells)]
+            raise BadRawRow(f"solution row {r} does not have {len(header)} cells")
+        values = [required_text(c, f"solution cell ({r}, {k})") for k, c in enumerate(cells)]
         if any(set(v) <= {"_"} for v in values):
-            raise _Bad("the solution is masked (___): use allenai/ZebraLogicBench-private")
+            raise BadRawRow("the solution is masked (___): use allenai/ZebraLogicBench-private")
         house = values[0] if values[0].lower().startswith("house") else f"House {values[0]}"
         grid[house] = {str(h): v for h, v in zip(header[1:], values[1:], strict=True)}
     return grid
@@ -57,9 +57,9 @@ ZEBRA_PROMPT = Prompt(
 )
 
 
-def _convert_zebralogic(raw: dict, ctx: _Ctx, load: Load) -> dict:
+def _convert_zebralogic(raw: dict, ctx: RowContext, load: Load) -> dict:
     """The answer is the JSON solution grid (scored by cell accuracy)."""
-    puzzle = _text(raw.get(ZEBRA_PUZZLE), "puzzle")
+    puzzle = required_text(raw.get(ZEBRA_PUZZLE), "puzzle")
     grid = zebra_grid(raw.get(ZEBRA_SOLUTION))
     template = {
         "reasoning": "___",
@@ -67,11 +67,11 @@ def _convert_zebralogic(raw: dict, ctx: _Ctx, load: Load) -> dict:
     }
     messages = ZEBRA_PROMPT.messages(puzzle=puzzle, template=json.dumps(template, indent=2))
     raw_id = raw.get(ZEBRA_ID)
-    key = _slug(str(raw_id)) if raw_id else _digest(puzzle)
+    key = slug(str(raw_id)) if raw_id else content_digest(puzzle)
     meta = {"size": raw.get(ZEBRA_SIZE), "source_index": ctx.index}
     meta = {k: v for k, v in meta.items() if v is not None}
     answer = json.dumps(grid, ensure_ascii=False)
-    return _row("zebralogic", "logic", key, messages, answer, meta)
+    return canonical_row("zebralogic", "logic", key, messages, answer, meta)
 
 
 ENTRIES = (

@@ -7,15 +7,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from cptlab.domains.paper.common import (
-    _Bad,
-    _Ctx,
-    _digest,
-    _duplicate,
-    _first,
-    _last_user,
-    _row,
-    _slug,
-    _text,
+    BadRawRow,
+    RowContext,
+    canonical_row,
+    content_digest,
+    duplicate_reason,
+    first_present,
+    last_user_text,
+    required_text,
+    slug,
 )
 from cptlab.domains.paper.pipeline import Load, Recipe
 from cptlab.domains.registry import Benchmark, Prompt, Source
@@ -62,11 +62,11 @@ MATH500_ID = "unique_id"
 
 
 def _math_answer(raw: dict, answer_keys: Sequence[str], solution_keys: Sequence[str]) -> str:
-    value = _first(raw, answer_keys)
+    value = first_present(raw, answer_keys)
     if value is None:
-        solution = _first(raw, solution_keys)
+        solution = first_present(raw, solution_keys)
         if solution is None:
-            raise _Bad(f"missing answer (none of {list(answer_keys) + list(solution_keys)})")
+            raise BadRawRow(f"missing answer (none of {list(answer_keys) + list(solution_keys)})")
         solution = str(solution)
         boxed = last_boxed(solution)
         if boxed is not None:
@@ -74,10 +74,10 @@ def _math_answer(raw: dict, answer_keys: Sequence[str], solution_keys: Sequence[
         elif len(solution.strip()) <= 40 and "\n" not in solution.strip():
             value = solution
         else:
-            raise _Bad("no answer field, and the solution has no \\boxed{} final answer")
-    text = _text(value, "answer")
+            raise BadRawRow("no answer field, and the solution has no \\boxed{} final answer")
+    text = required_text(value, "answer")
     boxed = last_boxed(text)
-    return _text(boxed, "answer") if boxed is not None else text
+    return required_text(boxed, "answer") if boxed is not None else text
 
 
 # The study's prompt format (the instruction's braces doubled for str.format).
@@ -85,20 +85,20 @@ MATH_PROMPT = Prompt("{problem}\n\n" + MATH_INSTRUCTION.replace("{}", "{{}}"))
 
 
 def _math_row(name: str, key: str, problem: str, answer: str, meta: dict) -> dict:
-    return _row(name, "math", key, MATH_PROMPT.messages(problem=problem), answer, meta)
+    return canonical_row(name, "math", key, MATH_PROMPT.messages(problem=problem), answer, meta)
 
 
 def _dapo_problem(raw: dict) -> str:
     prompt = raw.get(DAPO_PROMPT)
     if isinstance(prompt, list):
-        text = _last_user(prompt, "problem", "prompt has no user message")
+        text = last_user_text(prompt, "problem", "prompt has no user message")
     else:
-        text = _text(prompt, "problem")
+        text = required_text(prompt, "problem")
     if text.startswith(DAPO_PREFIX):
         text = text[len(DAPO_PREFIX) :]
     if text.rstrip().endswith(DAPO_SUFFIX):
         text = text.rstrip()[: -len(DAPO_SUFFIX)]
-    return _text(text, "problem")
+    return required_text(text, "problem")
 
 
 def _dapo_answer(raw: dict) -> str:
@@ -106,24 +106,24 @@ def _dapo_answer(raw: dict) -> str:
     value = reward.get("ground_truth") if isinstance(reward, dict) else None
     if value is None:
         value = raw.get(DAPO_SOLUTION)
-    return _text(value, "answer (reward_model.ground_truth)")
+    return required_text(value, "answer (reward_model.ground_truth)")
 
 
 def _keep_dapo(raw: dict, load: Load) -> str | None:
     if not load["dedupe"]:
         return None
     problem, answer = _dapo_problem(raw), _dapo_answer(raw)
-    return _duplicate(load.state.setdefault("seen", {}), " ".join(problem.split()), answer,
+    return duplicate_reason(load.state.setdefault("seen", {}), " ".join(problem.split()), answer,
                       "problem")  # fmt: skip
 
 
-def _convert_dapo(raw: dict, ctx: _Ctx, load: Load) -> dict:
+def _convert_dapo(raw: dict, ctx: RowContext, load: Load) -> dict:
     problem, answer = _dapo_problem(raw), _dapo_answer(raw)
     extra = raw.get(DAPO_EXTRA)
     meta = {"source_index": ctx.index}
     if isinstance(extra, dict) and extra.get("index") is not None:
         meta["source_id"] = str(extra["index"])
-    return _math_row("dapo_math", _digest(" ".join(problem.split())), problem, answer, meta)
+    return _math_row("dapo_math", content_digest(" ".join(problem.split())), problem, answer, meta)
 
 
 def _aime_year(raw: dict, raw_id: Any, label: str) -> str | None:
@@ -137,14 +137,14 @@ def _aime_year(raw: dict, raw_id: Any, label: str) -> str | None:
     return "20" + found.group(1) if found else None
 
 
-def _convert_aime(raw: dict, ctx: _Ctx, load: Load) -> dict:
-    problem = _text(_first(raw, AIME_PROBLEM), "problem")
+def _convert_aime(raw: dict, ctx: RowContext, load: Load) -> dict:
+    problem = required_text(first_present(raw, AIME_PROBLEM), "problem")
     answer = _math_answer(raw, AIME_ANSWER, AIME_SOLUTION)
     if not re.fullmatch(r"\d{1,3}", answer):
-        raise _Bad(f"AIME answer {answer[:40]!r} is not an integer 0-999")
+        raise BadRawRow(f"AIME answer {answer[:40]!r} is not an integer 0-999")
     answer = str(int(answer))
-    raw_id = _first(raw, AIME_ID)
-    key = f"{_slug(ctx.label)}-{_slug(str(raw_id)) if raw_id is not None else ctx.local}"
+    raw_id = first_present(raw, AIME_ID)
+    key = f"{slug(ctx.label)}-{slug(str(raw_id)) if raw_id is not None else ctx.local}"
     meta = {"source": ctx.label, "source_index": ctx.local}
     if raw_id is not None:
         meta["source_id"] = str(raw_id)
@@ -154,8 +154,8 @@ def _convert_aime(raw: dict, ctx: _Ctx, load: Load) -> dict:
     return _math_row("aime", key, problem, answer, meta)
 
 
-def _convert_math500(raw: dict, ctx: _Ctx, load: Load) -> dict:
-    problem = _text(raw.get(MATH500_PROBLEM), "problem")
+def _convert_math500(raw: dict, ctx: RowContext, load: Load) -> dict:
+    problem = required_text(raw.get(MATH500_PROBLEM), "problem")
     answer = _math_answer(raw, (MATH500_ANSWER,), ("solution",))
     raw_id = raw.get(MATH500_ID)
     key = str(raw_id).removesuffix(".json") if raw_id else f"{ctx.index}"

@@ -17,13 +17,13 @@ from cptlab.domains.paper.common import (
     HUB_OPTIONS,
     SPLIT_SEED,
     TEST_FRACTION,
+    LoadRun,
     PathSpec,
-    _check_n,
-    _Ctx,
-    _open,
-    _Run,
-    _Source,
+    RawSource,
+    RowContext,
+    check_sample_size,
     holdout_split,
+    open_source,
 )
 from cptlab.domains.registry import Prompt, Source
 
@@ -40,14 +40,14 @@ class Holdout:
 @dataclass
 class Load:
     """One call of a recipe: its settings (the entry's options, resolved), its subsampling seed,
-    the pipeline's `_Run` (exclusion counts) and `state`, where the hooks of one load keep what
+    the pipeline's `LoadRun` (exclusion counts) and `state`, where the hooks of one load keep what
     they share."""
 
     recipe: Recipe
     settings: dict[str, Any]
     hub: dict[str, Any]
     seed: int = 0
-    run: _Run | None = None
+    run: LoadRun | None = None
     state: dict[str, Any] = field(default_factory=dict)
 
     def __getitem__(self, key: str) -> Any:
@@ -55,7 +55,7 @@ class Load:
 
 
 Keep = Callable[[dict, Load], str | None]
-Convert = Callable[[dict, _Ctx, Load], dict]
+Convert = Callable[[dict, RowContext, Load], dict]
 
 
 @dataclass(frozen=True)
@@ -65,15 +65,15 @@ class Recipe:
     name, domain: the entry's.
     source:  where raw rows come from without a `path` (`registry.Source`).
     prompt:  the prompt format `convert` fills (`registry.Prompt`).
-    convert: (raw row, where it is, load) -> canonical row; raises `_Bad` for a row it cannot
+    convert: (raw row, where it is, load) -> canonical row; raises `BadRawRow` for a row it cannot
              convert (an error naming the row; counted with ``strict=False``).
     keep:    (raw row, load) -> None to keep it, else the reason it is excluded (counted).
     columns: the raw fields `keep` reads (Arrow sources read only those while filtering).
     holdout: the part of a held-out split this entry is (`Holdout`), or None.
     group:   (load, positions) -> {group: positions}: each group is split on its own (called
              on every load, so it may also record per-row facts for `convert`).
-    open:    (load, path) -> `_Source`, for sources the generic reader cannot open.
-    expand:  (load, source) -> `_Source`: the items to convert, when a raw row holds several.
+    open:    (load, path) -> `RawSource`, for sources the generic reader cannot open.
+    expand:  (load, source) -> `RawSource`: the items to convert, when a raw row holds several.
     check:   (load) -> None, raising ValueError for option values the entry does not take.
     options: the entry's own options and their defaults; any other option is an error.
     needs_path: the error when no `path` is given and the source has no hub copy.
@@ -88,8 +88,8 @@ class Recipe:
     columns: tuple[str, ...] | None = None
     holdout: Holdout | None = None
     group: Callable[[Load, list[int]], dict[Any, list[int]]] | None = None
-    open: Callable[[Load, PathSpec], _Source] | None = None
-    expand: Callable[[Load, _Source], _Source] | None = None
+    open: Callable[[Load, PathSpec], RawSource] | None = None
+    expand: Callable[[Load, RawSource], RawSource] | None = None
     check: Callable[[Load], None] | None = None
     options: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     needs_path: str | None = None
@@ -108,7 +108,7 @@ class Recipe:
         strict: bool = True,
         **options: Any,
     ) -> list[dict]:
-        _check_n(n)
+        check_sample_size(n)
         hub = {k: options.pop(k) for k in list(options) if k in HUB_OPTIONS}
         defaults = self.defaults()
         unknown = sorted(set(options) - set(defaults))
@@ -121,7 +121,7 @@ class Recipe:
         if self.check is not None:
             self.check(load)
         source = self.open(load, path) if self.open else self._open(path, hub)
-        load.run = run = _Run(self.name, source, strict)
+        load.run = run = LoadRun(self.name, source, strict)
         if self.expand is not None:
             source = run.source = self.expand(load, source)
         keep = None if self.keep is None else (lambda raw: self.keep(raw, load))
@@ -139,7 +139,7 @@ class Recipe:
             positions = [i for i in positions if i in chosen]
         return run.finish(positions, n, seed, lambda raw, ctx: self.convert(raw, ctx, load))
 
-    def _open(self, path: PathSpec, hub: dict) -> _Source:
+    def _open(self, path: PathSpec, hub: dict) -> RawSource:
         """`path`, or the Source's hub copy; the Source pins the revision and data files."""
         if path is None and self.source.hub is None:
             raise ValueError(self.needs_path or f"{self.name}: no path given and no hub copy")
@@ -149,7 +149,7 @@ class Recipe:
                 kwargs.setdefault("revision", self.source.revision)
             if self.source.files:
                 kwargs.setdefault("data_files", list(self.source.files))
-        return _open(
+        return open_source(
             self.name,
             path,
             self.source.hub,

@@ -9,13 +9,13 @@ from typing import Any
 
 from cptlab.domains.paper.common import (
     LETTERS,
-    _Bad,
-    _Ctx,
-    _digest,
-    _prompt,
-    _row,
-    _slug,
-    _text,
+    BadRawRow,
+    RowContext,
+    canonical_row,
+    chat_prompt,
+    content_digest,
+    required_text,
+    slug,
 )
 from cptlab.domains.paper.pipeline import Holdout, Load, Recipe
 from cptlab.domains.registry import Benchmark, Prompt, Source
@@ -98,20 +98,20 @@ def _ske_options(raw: dict) -> tuple[list[str], list[str], str]:
     """(option texts, their labels, the answer label), checked; texts are kept as published."""
     choices = raw.get(SKE_CHOICES)
     if not isinstance(choices, dict):
-        raise _Bad("choices must be {'text': [...], 'label': [...]}")
+        raise BadRawRow("choices must be {'text': [...], 'label': [...]}")
     texts, labels = choices.get("text"), choices.get("label")
     if not isinstance(texts, list) or not isinstance(labels, list) or len(texts) != len(labels):
-        raise _Bad("choices.text and choices.label must be lists of the same length")
+        raise BadRawRow("choices.text and choices.label must be lists of the same length")
     if len(texts) < 2:
-        raise _Bad(f"{len(texts)} option(s); a multiple-choice question needs 2 or more")
+        raise BadRawRow(f"{len(texts)} option(s); a multiple-choice question needs 2 or more")
     for k, text in enumerate(texts):
-        _text(text, f"option {k}")
-    labels = [_text(label, f"label {k}") for k, label in enumerate(labels)]
+        required_text(text, f"option {k}")
+    labels = [required_text(label, f"label {k}") for k, label in enumerate(labels)]
     if labels != list(LETTERS[: len(labels)]):
-        raise _Bad(f"labels {labels} are not A, B, ... in order")
-    key = _text(raw.get(SKE_ANSWER), "answerKey")
+        raise BadRawRow(f"labels {labels} are not A, B, ... in order")
+    key = required_text(raw.get(SKE_ANSWER), "answerKey")
     if key not in labels:
-        raise _Bad(f"answerKey {key!r} is not one of the labels {labels}")
+        raise BadRawRow(f"answerKey {key!r} is not one of the labels {labels}")
     return [str(t) for t in texts], labels, key
 
 
@@ -131,7 +131,7 @@ def study_options(user: str) -> list[str]:
     body = user.removesuffix(SCIKNOWEVAL_SUFFIX)
     start = body.rfind("\n\nA: ")
     if start < 0:
-        raise _Bad("prompt has no 'A: ' option line after a blank line")
+        raise BadRawRow("prompt has no 'A: ' option line after a blank line")
     rest, options = body[start + len("\n\nA: ") :], []
     for letter in LETTERS[1:]:
         cut = rest.find(f"\n{letter}: ")
@@ -150,7 +150,7 @@ def is_study_file_row(raw: dict) -> bool:
 def _study_domain(origin: str) -> str:
     """The science domain of a study file, from its path (chemistry.json, chemistry/test.json)."""
     parts = [Path(part).stem for part in Path(origin.lower()).parts]
-    return next((p for p in reversed(parts) if p in SKE_ALL_DOMAINS), _slug(parts[-1]))
+    return next((p for p in reversed(parts) if p in SKE_ALL_DOMAINS), slug(parts[-1]))
 
 
 def _keep_sciknoweval(raw: dict, load: Load) -> str | None:
@@ -164,7 +164,7 @@ def _keep_sciknoweval(raw: dict, load: Load) -> str | None:
     domains = load["domains"]
     if domains and raw.get(SKE_DOMAIN) not in domains:
         return f"domain {raw.get(SKE_DOMAIN)!r} not in {sorted(domains)}"
-    _text(raw.get(SKE_QUESTION), "question")
+    required_text(raw.get(SKE_QUESTION), "question")
     _ske_options(raw)
     return None
 
@@ -189,16 +189,16 @@ def _group_sciknoweval(load: Load, positions: list[int]) -> dict[str, list[int]]
     return groups
 
 
-def _convert_sciknoweval(raw: dict, ctx: _Ctx, load: Load) -> dict:
+def _convert_sciknoweval(raw: dict, ctx: RowContext, load: Load) -> dict:
     domain, index = load.state["where"][ctx.index]
     if is_study_file_row(raw):
-        _text(raw.get(STUDY_SYSTEM), "system")
-        user = _text(raw.get(STUDY_PROMPT), "prompt")
-        answer = _text(raw.get(STUDY_ANSWER), "answer")
+        required_text(raw.get(STUDY_SYSTEM), "system")
+        user = required_text(raw.get(STUDY_PROMPT), "prompt")
+        answer = required_text(raw.get(STUDY_ANSWER), "answer")
         options = study_options(user)
         if answer not in LETTERS[: len(options)]:
-            raise _Bad(f"answer {answer!r} is not one of the {len(options)} option letters")
-        messages = _prompt(raw[STUDY_SYSTEM], raw[STUDY_PROMPT])  # as published, unstripped
+            raise BadRawRow(f"answer {answer!r} is not one of the {len(options)} option letters")
+        messages = chat_prompt(raw[STUDY_SYSTEM], raw[STUDY_PROMPT])  # as published, unstripped
         meta = {"options": options, "source_index": ctx.index, "science_domain": domain}
     else:
         options, labels, answer = _ske_options(raw)
@@ -217,8 +217,8 @@ def _convert_sciknoweval(raw: dict, ctx: _Ctx, load: Load) -> dict:
         }
         meta = {k: v for k, v in meta.items() if v is not None}
     meta["study_index"] = index
-    key = f"{_slug(domain.lower())}-{index}"
-    return _row(load.recipe.name, "science", key, messages, answer, meta)
+    key = f"{slug(domain.lower())}-{index}"
+    return canonical_row(load.recipe.name, "science", key, messages, answer, meta)
 
 
 def _sciknoweval(name: str, part: str) -> Recipe:
@@ -248,15 +248,15 @@ def gpqa_option_order(record_id: str, option_seed: int) -> list[int]:
     return order
 
 
-def _convert_gpqa(raw: dict, ctx: _Ctx, load: Load) -> dict:
+def _convert_gpqa(raw: dict, ctx: RowContext, load: Load) -> dict:
     """Options shuffled per question with `option_seed` (default: the load's `seed`)."""
-    question = _text(raw.get(GPQA_QUESTION), "Question")
-    choices = [_text(raw.get(GPQA_CORRECT), GPQA_CORRECT)]
-    choices += [_text(raw.get(k), k) for k in GPQA_INCORRECT]
+    question = required_text(raw.get(GPQA_QUESTION), "Question")
+    choices = [required_text(raw.get(GPQA_CORRECT), GPQA_CORRECT)]
+    choices += [required_text(raw.get(k), k) for k in GPQA_INCORRECT]
     if len(set(choices)) != len(choices):
-        raise _Bad("two options have the same text")
+        raise BadRawRow("two options have the same text")
     record_id = raw.get(GPQA_ID)
-    key = _slug(str(record_id)) if record_id else _digest(question)
+    key = slug(str(record_id)) if record_id else content_digest(question)
     shuffle_seed = load.seed if load["option_seed"] is None else load["option_seed"]
     order = gpqa_option_order(key, shuffle_seed)
     options = [choices[k] for k in order]
@@ -271,7 +271,9 @@ def _convert_gpqa(raw: dict, ctx: _Ctx, load: Load) -> dict:
         "subdomain": raw.get(GPQA_SUBDOMAIN),
     }
     meta = {k: v for k, v in meta.items() if v is not None}
-    return _row("gpqa_diamond", "science", key, GPQA_FORMAT.messages(text=text), answer, meta)
+    return canonical_row(
+        "gpqa_diamond", "science", key, GPQA_FORMAT.messages(text=text), answer, meta
+    )
 
 
 ENTRIES = (

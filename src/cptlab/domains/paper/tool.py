@@ -8,21 +8,21 @@ from pathlib import Path
 from typing import Any
 
 from cptlab.domains.paper.common import (
+    BadRawRow,
+    LoadRun,
     PathSpec,
-    _Bad,
-    _check_hub_options,
-    _Ctx,
-    _drop_none,
-    _json_value,
-    _looks_local,
-    _open,
-    _prompt,
-    _row,
-    _Run,
-    _Segment,
-    _slug,
-    _Source,
-    _text,
+    RawSegment,
+    RawSource,
+    RowContext,
+    canonical_row,
+    chat_prompt,
+    check_hub_options,
+    drop_none,
+    json_value,
+    looks_local,
+    open_source,
+    required_text,
+    slug,
 )
 from cptlab.domains.paper.pipeline import Holdout, Load, Recipe
 from cptlab.domains.registry import Benchmark, Prompt, Source
@@ -125,13 +125,13 @@ def is_study_file_row(raw: dict) -> bool:
     return isinstance(raw.get(STUDY_PROMPT), str) and TOOLALPACA_NAME not in raw
 
 
-def _toolalpaca_items(dataset: str, source: _Source, run: _Run) -> _Source:
+def _toolalpaca_items(dataset: str, source: RawSource, run: LoadRun) -> RawSource:
     """One item per (API, instance) with its reference calls: the study's prepared rows as
     they are; in raw files, failed instances and `$` placeholders excluded (counted)."""
     items: list[dict] = []
     wheres: list[str] = []
     for i, api in source.iter_rows():
-        if isinstance(api, _Bad):
+        if isinstance(api, BadRawRow):
             run.fail(i, str(api))
             continue
         where = source.where(i)
@@ -143,13 +143,13 @@ def _toolalpaca_items(dataset: str, source: _Source, run: _Run) -> _Source:
             wheres.append(where)
             continue
         try:
-            api_name = _text(api.get(TOOLALPACA_NAME), "API Name")
+            api_name = required_text(api.get(TOOLALPACA_NAME), "API Name")
             instances = api.get(TOOLALPACA_INSTANCES) or []
             instructions = api.get(TOOLALPACA_INSTRUCTIONS) or []
             golden = api.get(TOOLALPACA_GOLDEN) or []
             if not isinstance(instances, list) or not isinstance(golden, list):
-                raise _Bad("Instances and Golden_Answers must be lists")
-        except _Bad as err:
+                raise BadRawRow("Instances and Golden_Answers must be lists")
+        except BadRawRow as err:
             run.fail(i, str(err))
             continue
         count = max(len(instances), len(golden))
@@ -180,7 +180,7 @@ def _toolalpaca_items(dataset: str, source: _Source, run: _Run) -> _Source:
                 }
             )
             wheres.append(f"{where} instance {k}")
-    return _Source(dataset, [_Segment("toolalpaca", "toolalpaca", items, wheres=wheres)])
+    return RawSource(dataset, [RawSegment("toolalpaca", "toolalpaca", items, wheres=wheres)])
 
 
 def _toolalpaca_calls(reference: Any) -> list[dict]:
@@ -191,19 +191,21 @@ def _toolalpaca_calls(reference: Any) -> list[dict]:
         elif isinstance(step, list | tuple) and step and isinstance(step[0], list | tuple):
             action, action_input = step[0][0], step[0][1] if len(step[0]) > 1 else None
         else:
-            raise _Bad(f"reference step {s} is neither {{Action, Action_Input}} nor a step")
-        action = _text(action, f"reference step {s} action")
+            raise BadRawRow(f"reference step {s} is neither {{Action, Action_Input}} nor a step")
+        action = required_text(action, f"reference step {s} action")
         if action_input is None or (isinstance(action_input, str) and not action_input.strip()):
             arguments: Any = {}
         elif isinstance(action_input, str):
             try:
                 arguments = json.loads(action_input)
             except json.JSONDecodeError as err:
-                raise _Bad(f"reference step {s} Action Input is not JSON ({err.msg})") from None
+                raise BadRawRow(
+                    f"reference step {s} Action Input is not JSON ({err.msg})"
+                ) from None
         else:
             arguments = action_input
         if not isinstance(arguments, dict):
-            raise _Bad(f"reference step {s} Action Input must be a JSON object")
+            raise BadRawRow(f"reference step {s} Action Input must be a JSON object")
         calls.append({"name": action, "arguments": arguments})
     return calls
 
@@ -213,32 +215,32 @@ def _documented_tools(api: dict) -> list[str]:
     text, not a tool)."""
     functions = api.get(TOOLALPACA_FUNCTIONS)
     if isinstance(functions, str):
-        functions = _json_value(functions, TOOLALPACA_FUNCTIONS)
+        functions = json_value(functions, TOOLALPACA_FUNCTIONS)
     if not isinstance(functions, dict):
         return []
     return [str(k) for k, v in functions.items() if v is not None and k != "components"]
 
 
-def _expand_toolalpaca(load: Load, source: _Source) -> _Source:
+def _expand_toolalpaca(load: Load, source: RawSource) -> RawSource:
     load.state["arrow"] = bool(source.segments) and source.segments[0].arrow
     return _toolalpaca_items(load.recipe.name, source, load.run)
 
 
-def _convert_toolalpaca(item: dict, ctx: _Ctx, load: Load) -> dict:
+def _convert_toolalpaca(item: dict, ctx: RowContext, load: Load) -> dict:
     if "study" in item:
         study = item["study"]
-        calls = _toolalpaca_calls(_json_value(study.get(STUDY_ANSWER), "answer"))
-        _text(study[STUDY_PROMPT], "prompt")
+        calls = _toolalpaca_calls(json_value(study.get(STUDY_ANSWER), "answer"))
+        required_text(study[STUDY_PROMPT], "prompt")
         prompt, tools = study[STUDY_PROMPT], None  # as published, unstripped
         key = f"study-{item['instance_index']}"
     else:
-        api = _drop_none(item["api"]) if load.state["arrow"] else item["api"]
-        _text(item["instruction"], "instruction (instance input)")
+        api = drop_none(item["api"]) if load.state["arrow"] else item["api"]
+        required_text(item["instruction"], "instruction (instance input)")
         calls = _toolalpaca_calls(item["reference"])
         # The instruction goes in as published: some carry a leading space.
         prompt = toolalpaca_prompt(api, str(item["instruction"]))
         tools = _documented_tools(api)
-        key = f"{_slug(item['api_name'])}-{item['instance_index']}"
+        key = f"{slug(item['api_name'])}-{item['instance_index']}"
     meta = {
         "api": item["api_name"],
         "source_index": item["api_index"],
@@ -249,7 +251,7 @@ def _convert_toolalpaca(item: dict, ctx: _Ctx, load: Load) -> dict:
         # The study keeps references that call a tool the prompt does not show (getDetails).
         meta["undocumented_calls"] = sorted({c["name"] for c in calls} - set(tools))
     answer = json.dumps(calls, ensure_ascii=False, sort_keys=True)
-    return _row(load.recipe.name, "tool", key, _prompt(None, prompt), answer, meta)
+    return canonical_row(load.recipe.name, "tool", key, chat_prompt(None, prompt), answer, meta)
 
 
 def _toolalpaca(name: str, part: str) -> Recipe:
@@ -290,7 +292,7 @@ def _bfcl_files(dataset: str, path: Path, answer_path: str | None) -> tuple[Path
     return questions, answers
 
 
-def _open_bfcl(load: Load, path: PathSpec) -> _Source:
+def _open_bfcl(load: Load, path: PathSpec) -> RawSource:
     """The questions; their possible answers, read alongside, go to `load.state["truth"]`.
 
     `path`: the BFCL data folder (with possible_answer/), the question file (its answers
@@ -299,14 +301,14 @@ def _open_bfcl(load: Load, path: PathSpec) -> _Source:
     `huggingface_hub.hf_hub_download`; `hub_kwargs` go to it, e.g. `revision`).
     """
     name, hub = load.recipe.name, load.hub
-    _check_hub_options(name, hub)
+    check_hub_options(name, hub)
     local = Path(str(path)).expanduser() if isinstance(path, str | Path) else None
     if local is not None and local.exists():
         questions_file, answers_file = _bfcl_files(name, local, load["answer_path"])
-        questions = _open(name, str(questions_file), None)
-        answers = _open(name, str(answers_file), None)
+        questions = open_source(name, str(questions_file), None)
+        answers = open_source(name, str(answers_file), None)
     else:
-        if local is not None and _looks_local(str(path)):
+        if local is not None and looks_local(str(path)):
             raise FileNotFoundError(f"{name}: {path} does not exist")
         # The hub repo's JSON files are fetched as files (from the HF cache when offline) and
         # read like local ones: `datasets` cannot unify their per-row function schemas.
@@ -319,63 +321,66 @@ def _open_bfcl(load: Load, path: PathSpec) -> _Source:
                             **(hub.get("hub_kwargs") or {}))
             for f in (file, f"{BFCL_ANSWER_DIR}/{file}")
         ]  # fmt: skip
-        questions, answers = _open(name, fetched[0], None), _open(name, fetched[1], None)
+        questions, answers = (
+            open_source(name, fetched[0], None),
+            open_source(name, fetched[1], None),
+        )
     truth = load.state["truth"] = {}
     for i, raw in answers.iter_rows():
-        if isinstance(raw, _Bad) or raw.get(BFCL_ID) is None:
-            problem = str(raw) if isinstance(raw, _Bad) else "possible answer without an id"
+        if isinstance(raw, BadRawRow) or raw.get(BFCL_ID) is None:
+            problem = str(raw) if isinstance(raw, BadRawRow) else "possible answer without an id"
             raise answers.error(i, problem)
         value = raw.get(BFCL_GROUND_TRUTH)
-        truth[str(raw[BFCL_ID])] = _drop_none(value) if answers.segments[0].arrow else value
+        truth[str(raw[BFCL_ID])] = drop_none(value) if answers.segments[0].arrow else value
     return questions
 
 
-def _convert_bfcl(raw: dict, ctx: _Ctx, load: Load) -> dict:
+def _convert_bfcl(raw: dict, ctx: RowContext, load: Load) -> dict:
     truth = load.state["truth"]
     if ctx.arrow:
-        raw = _drop_none(raw)
-    raw_id = _text(raw.get(BFCL_ID), "id")
-    functions = _json_value(raw.get(BFCL_FUNCTION), "function")
+        raw = drop_none(raw)
+    raw_id = required_text(raw.get(BFCL_ID), "id")
+    functions = json_value(raw.get(BFCL_FUNCTION), "function")
     if not isinstance(functions, list) or not functions:
-        raise _Bad("'function' must be a non-empty list of schemas")
+        raise BadRawRow("'function' must be a non-empty list of schemas")
     for f in functions:
         if not isinstance(f, dict) or not f.get("name"):
-            raise _Bad("every function schema needs a 'name'")
-    turns = _json_value(raw.get(BFCL_QUESTION), "question")
+            raise BadRawRow("every function schema needs a 'name'")
+    turns = json_value(raw.get(BFCL_QUESTION), "question")
     if not isinstance(turns, list) or not turns:
-        raise _Bad("'question' must be a non-empty list of turns")
+        raise BadRawRow("'question' must be a non-empty list of turns")
     if len(turns) != 1:
-        raise _Bad(f"{len(turns)} turns; the multiple category is single-turn")
+        raise BadRawRow(f"{len(turns)} turns; the multiple category is single-turn")
     messages = turns[0] if isinstance(turns[0], list) else turns
     listed = json.dumps(functions, ensure_ascii=False, indent=1)
     system = BFCL_PROMPT.system.format(functions=listed)
     prompt = [{"role": "system", "content": system}]
     for m in messages:
-        role, content = m.get("role"), _text(m.get("content"), "message content")
+        role, content = m.get("role"), required_text(m.get("content"), "message content")
         if role == "system":
             prompt[0]["content"] = f"{content}\n\n{prompt[0]['content']}"
         elif role in ("user", "assistant"):
             prompt.append({"role": role, "content": content})
         else:
-            raise _Bad(f"unknown message role {role!r}")
+            raise BadRawRow(f"unknown message role {role!r}")
     if raw_id not in truth:
-        raise _Bad(f"no possible answer for id {raw_id!r}")
+        raise BadRawRow(f"no possible answer for id {raw_id!r}")
     expected = truth[raw_id]
     if (
         not isinstance(expected, list)
         or not expected
         or not all(isinstance(e, dict) and len(e) == 1 for e in expected)
     ):
-        raise _Bad("ground_truth must be a non-empty list of {function: {arg: [values]}}")
+        raise BadRawRow("ground_truth must be a non-empty list of {function: {arg: [values]}}")
     for call in expected:
         ((func, arguments),) = call.items()
         if not isinstance(arguments, dict) or not all(
             isinstance(v, list) for v in arguments.values()
         ):
-            raise _Bad(f"ground_truth for {func!r} must map each argument to a value list")
+            raise BadRawRow(f"ground_truth for {func!r} must map each argument to a value list")
     answer = json.dumps(expected, ensure_ascii=False)
     meta = {"functions": functions, "source_id": raw_id, "source_index": ctx.index}
-    return _row("bfcl_multiple", "tool", _slug(raw_id), prompt, answer, meta)
+    return canonical_row("bfcl_multiple", "tool", slug(raw_id), prompt, answer, meta)
 
 
 ENTRIES = (
