@@ -54,10 +54,6 @@ def read_manifest(folder: str | Path) -> dict:
     return json.loads(path.read_text())
 
 
-def is_complete(folder: str | Path) -> bool:
-    return (Path(folder) / MANIFEST).exists()
-
-
 def read_json_lines(path: str | Path) -> list[dict]:
     """The JSON objects of a JSONL file (blank lines skipped); errors name the file and line."""
     path = Path(path)

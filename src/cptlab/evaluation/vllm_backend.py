@@ -144,17 +144,3 @@ def generate_vllm(
     if stats is not None:
         stats["tokens_generated"] = stats.get("tokens_generated", 0) + tokens
     return results
-
-
-def generate_with_vllm(
-    checkpoint: str | Path,
-    prompts: list[list[dict]],
-    sampling: Sampling,
-    seed: int = 0,
-    options: dict | None = None,
-    stats: dict | None = None,
-    chat_template_kwargs: dict | None = None,
-) -> list[list[str]]:
-    """Build the engine for `checkpoint`, generate, and return the completions."""
-    llm = build_llm(checkpoint, options, seed)
-    return generate_vllm(llm, prompts, sampling, seed, stats, chat_template_kwargs)

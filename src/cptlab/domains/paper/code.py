@@ -56,7 +56,6 @@ CODE_ANSWER = "(no reference solution: scored by the tests in metadata['tests'])
 # its JSONL files through `data_files`.
 LCB_HUB = "livecodebench/code_generation_lite"
 LCB_HUB_FILES = ("test.jsonl", *(f"test{k}.jsonl" for k in range(2, 7)))
-LCB_TITLE = "question_title"
 LCB_CONTENT = "question_content"
 LCB_PLATFORM = "platform"
 LCB_ID = "question_id"

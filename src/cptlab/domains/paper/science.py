@@ -115,13 +115,6 @@ def _ske_options(raw: dict) -> tuple[list[str], list[str], str]:
     return [str(t) for t in texts], labels, key
 
 
-def sciknoweval_user_text(question: str, options: Sequence[str], labels: Sequence[str]) -> str:
-    """The study's user message: question, blank line, `A: text` lines, the instruction."""
-    return SCIKNOWEVAL_PROMPT.messages(question=question, options=_ske_lines(options, labels))[1][
-        "content"
-    ]
-
-
 def _ske_lines(options: Sequence[str], labels: Sequence[str]) -> str:
     return "\n".join(f"{label}: {text}" for label, text in zip(labels, options, strict=True))
 
