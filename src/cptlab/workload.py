@@ -60,7 +60,6 @@ PLANNING_DEFAULTS: dict[str, dict[str, float]] = {
     "build_base": {"train_tokens_per_s": 1000.0},
     "drift": {"embed_texts_per_s": 100.0, "seconds_per_checkpoint": 60.0},
 }
-PLANNING_KEYS = sorted({key for spec in PLANNING_DEFAULTS.values() for key in spec})
 UNKNOWN_ROWS = "unknown (prepare the data first: snakemake ... prepare_data targets)"
 
 
