@@ -21,7 +21,7 @@ import torch
 
 from cptlab.base_model.architecture import build_model
 from cptlab.base_model.settings import BaseSettings
-from cptlab.base_model.warmup import _collate, completion_loss, encode_example
+from cptlab.base_model.warmup import collate_examples, completion_loss, encode_example
 from cptlab.checkpoints import load_tokenizer
 from cptlab.config import load_config
 from cptlab.domains.embedded.copying import lookup_drills
@@ -67,7 +67,7 @@ def main() -> None:
     model.train()
     for step in range(1, args.steps + 1):
         examples = [encode_example(tokenizer, p, a) for p, a in drills(stream, args.batch_size)]
-        loss = completion_loss(model, _collate(examples, tokenizer.pad_token_id))
+        loss = completion_loss(model, collate_examples(examples, tokenizer.pad_token_id))
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()

@@ -183,7 +183,7 @@ def section_defaults() -> dict[str, dict]:
         "base.tokenizer": dataclass_defaults(base.TokenizerSettings),
         "base.model": dataclass_defaults(base.ArchitectureSettings),
         "base.warmup": dataclass_defaults(base.WarmupSettings),
-        "base.sft": dataclass_defaults(base.SFTConfig),
+        "base.sft": dataclass_defaults(base.WarmupTrainingSettings),
         "base.measure": dataclass_defaults(base.MeasureSettings),
         "methods.*": methods,
         "training": training,

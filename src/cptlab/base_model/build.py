@@ -24,7 +24,7 @@ from cptlab.artifacts import atomic_write_text, write_manifest
 from cptlab.base_model.architecture import build_model, count_parameters
 from cptlab.base_model.settings import BaseSettings, MeasureSettings
 from cptlab.base_model.tokenizer import train_tokenizer
-from cptlab.base_model.warmup import encode_example, train_sft
+from cptlab.base_model.warmup import encode_example, train_warmup
 from cptlab.chat import render
 from cptlab.checkpoints import load_tokenizer
 from cptlab.domains.registry import get_benchmark
@@ -291,7 +291,7 @@ def build_base(
         "base model: %d parameters, %d warm-up examples", count_parameters(model), len(examples)
     )
     t0 = time.perf_counter()
-    curve = train_sft(
+    curve = train_warmup(
         model,
         examples,
         sft,

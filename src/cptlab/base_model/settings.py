@@ -82,8 +82,8 @@ class WarmupSettings:
 
 
 @dataclass(frozen=True)
-class SFTConfig:
-    """base.sft: the supervised warm-up loop (cptlab.base_model.warmup.train_sft).
+class WarmupTrainingSettings:
+    """base.sft: the supervised warm-up loop (cptlab.base_model.warmup.train_warmup).
 
     steps:        optimizer steps.
     batch_size:   sequences per step.
@@ -131,7 +131,7 @@ class BaseSettings:
     tokenizer: TokenizerSettings | None = None
     model: ArchitectureSettings | None = None
     warmup: WarmupSettings | None = None
-    sft: SFTConfig | None = None
+    sft: WarmupTrainingSettings | None = None
     measure: MeasureSettings | None = None
 
     @classmethod
@@ -143,7 +143,7 @@ class BaseSettings:
             "tokenizer": TokenizerSettings,
             "model": ArchitectureSettings,
             "warmup": WarmupSettings,
-            "sft": SFTConfig,
+            "sft": WarmupTrainingSettings,
             "measure": MeasureSettings,
         }
         return cls(

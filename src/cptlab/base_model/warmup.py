@@ -10,7 +10,7 @@ from collections.abc import Callable
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerFast
 
-from cptlab.base_model.settings import SFTConfig
+from cptlab.base_model.settings import WarmupTrainingSettings
 from cptlab.chat import IM_END, render
 
 
@@ -23,7 +23,11 @@ def encode_example(
     return prompt_ids + completion_ids, [-100] * len(prompt_ids) + completion_ids
 
 
-def _collate(examples, pad_id: int) -> dict[str, torch.Tensor]:
+def collate_examples(
+    examples: list[tuple[list[int], list[int]]], pad_id: int
+) -> dict[str, torch.Tensor]:
+    """One batch of (input ids, labels) examples, right-padded to the longest: input_ids
+    (padded with `pad_id`), labels (padded with -100) and the attention mask."""
     width = max(len(ids) for ids, _ in examples)
     input_ids = torch.full((len(examples), width), pad_id, dtype=torch.long)
     labels = torch.full((len(examples), width), -100, dtype=torch.long)
@@ -65,10 +69,10 @@ def length_bucketed_batches(
             yield batches[i]
 
 
-def train_sft(
+def train_warmup(
     model: PreTrainedModel,
     examples: list[tuple[list[int], list[int]]],
-    config: SFTConfig,
+    config: WarmupTrainingSettings,
     pad_id: int,
     seed: int,
     log: Callable[[dict], None] = lambda record: None,
@@ -99,7 +103,7 @@ def train_sft(
     )
     curve, running, start = [], 0.0, time.perf_counter()
     for step in range(config.steps):
-        batch = _collate([examples[i] for i in next(batches)], pad_id)
+        batch = collate_examples([examples[i] for i in next(batches)], pad_id)
         for group in optimizer.param_groups:
             group["lr"] = lr_at(step)
         loss = completion_loss(model, batch)

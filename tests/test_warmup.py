@@ -3,7 +3,7 @@
 import torch
 from tiny_models import tiny_qwen2
 
-from cptlab.base_model.warmup import _collate, completion_loss
+from cptlab.base_model.warmup import collate_examples, completion_loss
 
 
 def test_completion_loss_equals_the_models_labels_loss():
@@ -13,7 +13,7 @@ def test_completion_loss_equals_the_models_labels_loss():
     for length, prompt in ((9, 4), (6, 2), (12, 7)):
         ids = torch.randint(3, 50, (length,), generator=generator).tolist()
         examples.append((ids, [-100] * prompt + ids[prompt:]))
-    batch = _collate(examples, pad_id=0)
+    batch = collate_examples(examples, pad_id=0)
     ours = completion_loss(model, batch)
     reference = model(**batch).loss
     torch.testing.assert_close(ours, reference, rtol=1e-5, atol=1e-6)
