@@ -20,7 +20,7 @@ from cptlab.chat import prompt_length
 from cptlab.checkpoints import load_tokenizer
 from cptlab.config import ConfigError
 from cptlab.errors import InputError
-from cptlab.evaluation.evaluate import shard_of, summarise
+from cptlab.evaluation.evaluate import score_responses, shard_of, statistics
 from cptlab.evaluation.generation import count_generated
 from cptlab.evaluation.scoring import PASS_FRACTION_KEYS
 from cptlab.evaluation.settings import EvalSettings
@@ -158,12 +158,13 @@ def test_code_benchmarks_report_the_test_pass_fraction_beside_the_accuracy():
         {"id": "one", "metadata": {"verifier": "study_code", "study_tests": {
             **tests, "inputs": ["1 2\n"], "outputs": ["3\n"]}}},
     ]  # fmt: skip
-    result = summarise(rows, [[add, "no code"], [add, "```python\nprint(0)\n```"]])
+    responses = score_responses(rows, [[add, "no code"], [add, "```python\nprint(0)\n```"]])
+    result = statistics(responses)
     assert result["accuracy"] == pytest.approx((0.0 + 0.5) / 2)
     assert result["test_pass_fraction"] == pytest.approx((0.25 + 0.5) / 2)
     low, high = result["test_pass_fraction_ci_low"], result["test_pass_fraction_ci_high"]
     assert low <= result["test_pass_fraction"] <= high
-    fractions = [r["test_pass_fractions"] for r in result["responses"]]
+    fractions = [r["test_pass_fractions"] for r in responses]
     assert fractions == [[0.5, 0.0], [1.0, 0.0]]
 
 

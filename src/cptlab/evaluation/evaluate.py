@@ -84,13 +84,6 @@ def score_responses(rows: list[dict], completions: list[list[str]]) -> list[dict
     return [_response(*item) for item in zip(rows, completions, verdicts, strict=True)]
 
 
-def summarise(rows: list[dict], completions: list[list[str]], seed: int = 0) -> dict:
-    """Score completions: accuracy (avg@k), bootstrap interval, the test pass fraction where
-    the verifier runs tests, and one response per item."""
-    responses = score_responses(rows, completions)
-    return {**statistics(responses, seed), "responses": responses}
-
-
 def _check_rows(rows: list[dict], benchmark: str, data: Path) -> None:
     other = sorted({r["benchmark"] for r in rows} - {benchmark})
     if other:
