@@ -38,10 +38,10 @@ import transformers  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the tests' tiny world
 from tiny_world import tiny_config, tiny_world  # noqa: E402
 
-from cptlab.config import load_config  # noqa: E402
 from cptlab.rows import read_jsonl  # noqa: E402
 from cptlab.train.spec import resolve_stage  # noqa: E402
 from cptlab.train.stage import build_trainer  # noqa: E402
+from cptlab.validation import load_config  # noqa: E402
 
 # The embedded default's method entries (config/config.yaml: every SDPO method shares its
 # full-logit loss), plus TRL's default loss and TRL's own loss path for comparison.

@@ -28,8 +28,8 @@ from pathlib import Path
 
 import yaml
 
-from cptlab.config import load_config
 from cptlab.plan import base_measure_benchmarks
+from cptlab.validation import load_config
 
 
 def cptlab(*args: str, threads: int, log: Path) -> None:

@@ -23,8 +23,8 @@ from cptlab.base_model.architecture import build_model
 from cptlab.base_model.settings import BaseSettings
 from cptlab.base_model.warmup import collate_examples, completion_loss, encode_example
 from cptlab.checkpoints import load_tokenizer
-from cptlab.config import load_config
 from cptlab.domains.embedded.copying import lookup_drills
+from cptlab.validation import load_config
 
 
 def drills(rng: random.Random, n: int) -> list[tuple[list[dict], str]]:

@@ -1,8 +1,10 @@
-"""The `cptlab` command line: one registry, one error path (bad input: exit 2, one line)."""
+"""The `cptlab` command line: one registry, one error path (bad input: exit 2, one line; a bug:
+exit 1 with its traceback)."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 import yaml
@@ -66,3 +68,22 @@ def test_aggregate_of_a_missing_tree_names_the_files(tmp_path, capsys):
         ["aggregate", "--config", str(config), "--results-dir", str(tmp_path)], capsys
     )
     assert code == 2 and "missing evaluation file(s)" in err and "eval/base" in err
+
+
+def test_bad_input_under_verbose_adds_the_traceback(tmp_path, capsys):
+    argv = ["-v", "evaluate", "--config", str(tmp_path / "nowhere.yaml"), "--checkpoint", "c",
+            "--data", "d", "--benchmark", "math_id", "--out", "o", "--responses", "r"]  # fmt: skip
+    code, err = run_cli(argv, capsys)
+    assert code == 2 and "Traceback" in err and "nowhere.yaml" in err
+
+
+@pytest.mark.parametrize("bug", [KeyError("steps"), ValueError("bad shape"), TypeError("x")])
+def test_an_internal_error_is_not_reported_as_bad_input(capsys, monkeypatch, bug):
+    def broken(args):
+        raise bug
+
+    parser()  # registers the commands
+    monkeypatch.setitem(COMMANDS, "aggregate", replace(COMMANDS["aggregate"], run=broken))
+    code, err = run_cli(["aggregate", "--config", "c", "--results-dir", "r"], capsys)
+    assert code == 1, err
+    assert "Traceback" in err and f"cptlab aggregate: internal error: {type(bug).__name__}" in err

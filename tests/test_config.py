@@ -5,7 +5,9 @@ import dataclasses
 import pytest
 import yaml
 
-from cptlab.config import ConfigError, load_config, merge, schema, validate_config
+from cptlab.config import merge, schema
+from cptlab.errors import ConfigError
+from cptlab.validation import load_config, validate_config
 
 
 def embedded():

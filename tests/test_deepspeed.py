@@ -15,7 +15,7 @@ import pytest
 from safetensors.torch import load_file
 
 from cptlab.artifacts import MANIFEST
-from cptlab.config import load_config
+from cptlab.validation import load_config
 from tests.workflow_helpers import ROOT, TWO_PROCESSES, copy_workflow, edited_config, snakemake
 
 pytestmark = pytest.mark.integration

@@ -400,7 +400,7 @@ def test_responses_of_other_items_name_the_file(world, tmp_path):
 
 
 def test_settings_defaults_and_the_config_schema():
-    from cptlab.config import validate_config
+    from cptlab.validation import validate_config
 
     settings = ChainSettings.from_config({"training": {"collapse": {"ngram": 5}}})
     assert settings.drift.k == 64 and settings.drift.embedder == "minilm"
@@ -408,7 +408,7 @@ def test_settings_defaults_and_the_config_schema():
     assert settings.drift.completions_per_item == 1
     assert ChainSettings.from_config(CONFIG).ngram == 3  # drift.ngram wins
     validate_config(json.loads(json.dumps(CONFIG)))
-    from cptlab.config import ConfigError
+    from cptlab.errors import ConfigError
 
     with pytest.raises(ConfigError, match="drift"):
         validate_config({**CONFIG, "drift": {"embedder": "bert"}})

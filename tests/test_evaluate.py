@@ -18,8 +18,7 @@ from cptlab.base_model.settings import ArchitectureSettings
 from cptlab.base_model.tokenizer import train_tokenizer
 from cptlab.chat import prompt_length
 from cptlab.checkpoints import load_tokenizer
-from cptlab.config import ConfigError
-from cptlab.errors import InputError
+from cptlab.errors import ConfigError, InputError
 from cptlab.evaluation.evaluate import score_responses, shard_of, statistics
 from cptlab.evaluation.generation import count_generated
 from cptlab.evaluation.scoring import PASS_FRACTION_KEYS

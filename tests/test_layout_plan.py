@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cptlab.config import ConfigError
+from cptlab.errors import ConfigError
 from cptlab.layout import Layout
 from cptlab.plan import Plan, base_measure_benchmarks, builds_base, datasets, eval_benchmarks
 

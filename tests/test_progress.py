@@ -7,9 +7,9 @@ import json
 import os
 from pathlib import Path
 
-from cptlab.config import load_config
 from cptlab.layout import Layout
 from cptlab.progress import snapshot
+from cptlab.validation import load_config
 
 
 def mark_running(workdir: Path, *outputs: Path) -> None:

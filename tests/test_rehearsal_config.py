@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import fnmatch
 
-from cptlab.config import load_config
+from cptlab.validation import load_config
 
 # Every key path the rehearsal may change (`*`: one key of any name), each with its reason.
 ALLOWED = {

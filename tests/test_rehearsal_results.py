@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from cptlab.config import load_config
 from cptlab.layout import Layout
 from cptlab.plan import Plan, eval_benchmarks
 from cptlab.resources import rule_resources
+from cptlab.validation import load_config
 
 pytestmark = pytest.mark.rehearsal
 

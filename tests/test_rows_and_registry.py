@@ -6,13 +6,14 @@ import re
 import pytest
 
 from cptlab.cli import main
-from cptlab.config import load_config
 from cptlab.domains import BENCHMARKS, benchmarks_of, get_benchmark, load_benchmark
 from cptlab.domains.embedded import EMBEDDED_DOMAINS
 from cptlab.domains.embedded.tool import TOOLS
+from cptlab.errors import InputError
 from cptlab.evaluation.scoring import score_completions, verifier_for
 from cptlab.rows import RowError, read_jsonl, validate_row
 from cptlab.teacher_prompt import strip_reasoning
+from cptlab.validation import load_config
 
 GOOD = {
     "id": "x-1",
@@ -64,9 +65,9 @@ def test_read_jsonl_names_file_and_line(tmp_path):
 
 
 def test_unknown_benchmark_and_domain_are_named():
-    with pytest.raises(KeyError, match="unknown benchmark 'mathh_id'"):
+    with pytest.raises(InputError, match="unknown benchmark 'mathh_id'"):
         get_benchmark("mathh_id")
-    with pytest.raises(KeyError, match="unknown domain 'chemistry'"):
+    with pytest.raises(InputError, match="unknown domain 'chemistry'"):
         benchmarks_of("chemistry")
 
 

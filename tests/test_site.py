@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from workflow_helpers import ROOT, SMOKE, copy_workflow, edited_config, snakemake
 
-from cptlab.config import load_config
 from cptlab.layout import Layout
 from cptlab.site import missing_paths, site_problems, unknown_partitions
+from cptlab.validation import load_config
 
 PAPER = load_config(ROOT / "config" / "paper.yaml")
 # paper.yaml's placeholders, as this machine (no /shared, no Qwen3-4B in the HF cache) sees them.

@@ -496,7 +496,8 @@ def test_resources_take_no_tasks_and_no_raw_sbatch_options(tmp_path, key, value)
     """Two of the plugin's GPU conventions that would go wrong: `tasks` on a GPU job becomes
     `--ntasks-per-gpu` (8 tasks on each of 8 GPUs: 64 processes where accelerate starts 8), and
     GPU flags in `slurm_extra` stop the submission. A config's resources take neither key."""
-    from cptlab.config import ConfigError, load_config
+    from cptlab.errors import ConfigError
+    from cptlab.validation import load_config
 
     def add_key(config):
         config["resources"]["train"][key] = value

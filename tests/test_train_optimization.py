@@ -16,7 +16,7 @@ from tiny_models import tiny_qwen3
 from tiny_world import tiny_rows, tiny_world
 from transformers import TrainerCallback, get_scheduler
 
-from cptlab.config import ConfigError
+from cptlab.errors import ConfigError
 from cptlab.train.mixin import per_rollout_batch
 from cptlab.train.spec import resolve_stage
 from cptlab.train.stage import build_trainer, train_stage

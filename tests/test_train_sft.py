@@ -8,7 +8,7 @@ import torch
 from tiny_world import save_tiny_model, tiny_rows
 
 from cptlab.checkpoints import load_model, load_tokenizer
-from cptlab.config import ConfigError
+from cptlab.errors import ConfigError
 from cptlab.train.mixin import StageRecorder
 from cptlab.train.monitor import CollapseMonitor
 from cptlab.train.rewards import VerifierReward

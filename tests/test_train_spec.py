@@ -9,11 +9,12 @@ from tiny_world import tiny_config, tiny_rows
 
 import cptlab.config
 from cptlab.cli import main, parser
-from cptlab.config import ConfigError, load_config, validate_config
+from cptlab.errors import ConfigError
 from cptlab.train.monitor import CollapseMonitor, completion_stats
 from cptlab.train.rewards import VerifierReward, merge_step_stats
 from cptlab.train.spec import resolve_stage
 from cptlab.train.stage import trl_args
+from cptlab.validation import load_config, validate_config
 from cptlab.verifiers import VERIFIERS, Verdict, register
 
 BROKEN = "tiny_broken"

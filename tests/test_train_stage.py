@@ -16,7 +16,7 @@ from transformers import TrainerCallback
 
 import cptlab.train.stage as stage_module
 from cptlab.artifacts import read_manifest
-from cptlab.config import ConfigError
+from cptlab.errors import ConfigError
 from cptlab.train.grpo import CptGRPOTrainer
 from cptlab.train.monitor import CollapseError, NonFiniteError
 from cptlab.train.stage import train_stage

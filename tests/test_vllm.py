@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from cptlab.config import load_config
 from cptlab.evaluation.evaluate import load_generator, read_benchmark_rows
 from cptlab.evaluation.settings import EvalSettings
 from cptlab.layout import Layout
 from cptlab.plan import eval_benchmarks
+from cptlab.validation import load_config
 from tests.workflow_helpers import copy_workflow, snakemake
 
 pytest.importorskip("vllm")

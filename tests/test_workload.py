@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 from cptlab.cli import main
-from cptlab.config import load_config, validate_config
 from cptlab.domains.prepare import prepare_benchmark
+from cptlab.validation import load_config, validate_config
 from cptlab.workload import UNKNOWN_ROWS, estimates, report
 
 

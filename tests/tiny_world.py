@@ -5,7 +5,7 @@
 `tiny_parity` verifier: reward 1 when the completion has an even number of characters, so about
 half of the rollouts succeed even from a random model and SDPO's teacher is active. Importing
 this module registers that verifier and the `tiny_train` benchmark, so `tiny_config()` passes
-`cptlab.config.validate_config`.
+`cptlab.validation.validate_config`.
 """
 
 from __future__ import annotations

@@ -6,8 +6,9 @@ manifest, its log lines): it then ends at once, without the interpreter's teardo
 rehearsal's 2 cores that teardown took about 5 s of each training stage (measured with
 `perf`: the garbage collector walking the heap of torch, vLLM and TRL while the interpreter
 freed its modules, and the colocated vLLM engine's own shutdown), after the stage's last
-line; no output depends on it. An exception (a traceback) or argparse's exit still takes the
-ordinary way out.
+line; no output depends on it. An error ends the same way, with the exit code `main` returns
+(it has printed the message, and an internal error's traceback); argparse's exit still takes
+the ordinary way out.
 """
 
 import ctypes

@@ -10,6 +10,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from cptlab.errors import InputError
+
 MANIFEST = "manifest.json"
 
 
@@ -67,9 +69,9 @@ def read_json_lines(path: str | Path) -> list[dict]:
             try:
                 record = json.loads(line)
             except json.JSONDecodeError as err:
-                raise ValueError(f"{path}:{lineno}: invalid JSON ({err.msg})") from None
+                raise InputError(f"{path}:{lineno}: invalid JSON ({err.msg})") from None
             if not isinstance(record, dict):
-                raise ValueError(
+                raise InputError(
                     f"{path}:{lineno}: expected an object, got {type(record).__name__}"
                 )
             records.append(record)

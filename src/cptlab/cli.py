@@ -1,10 +1,11 @@
 """The `cptlab` command line: one subcommand per pipeline step; the Snakemake rules call these.
 
 Each stage package declares its subcommands in its own `cli.py` with `@command`; this module
-collects them (COMMAND_MODULES) and is the one error path: bad input (a config key, a data row,
-a missing or malformed file, an output that cannot be written) exits 2 with one line naming
-it; a training stage that ended abnormally (non-finite loss, collapse with action `error`)
-exits 3.
+collects them (COMMAND_MODULES) and is the one error path: bad input (cptlab.errors.InputError:
+a config key, a data row, a malformed file; or an OSError: a missing file, an output that cannot
+be written) exits 2 with one line naming it, and `-v` adds the traceback; a training stage that
+ended abnormally (StageError: non-finite loss, collapse with action `error`) exits 3; any other
+exception is a bug in cptlab, reported as an internal error with its traceback (exit 1).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import argparse
 import importlib
 import logging
 import sys
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -101,19 +103,25 @@ def main(argv: list[str] | None = None) -> int:
     except StageError as err:
         print(f"cptlab {args.command}: {type(err).__name__}: {err}", file=sys.stderr)
         return 3
-    except (InputError, OSError, KeyError, ValueError) as err:
-        # Bad input or an unwritable output: one clear line naming the file, key or row, no
-        # traceback. KeyError and ValueError are what the registries and parsers raise for an
-        # unknown name or a malformed value; OSError, a missing file or a full disk.
+    except (InputError, OSError) as err:
+        # Bad input or an unwritable output: one clear line naming the file, key or row (with
+        # the traceback under -v). OSError: a missing file or a full disk.
+        if args.verbose:
+            traceback.print_exc()
         print(f"cptlab {args.command}: error: {_message(err)}", file=sys.stderr)
         return 2
+    except Exception as err:
+        # Anything else is a bug in cptlab, not the user's input: never reported as bad input.
+        traceback.print_exc()
+        print(
+            f"cptlab {args.command}: internal error: {type(err).__name__}: {err}", file=sys.stderr
+        )
+        return 1
     return 0
 
 
 def _message(err: Exception) -> str:
-    """The error's own words: a KeyError without its quotes, an OSError without `[Errno N]`."""
-    if isinstance(err, KeyError) and err.args:
-        return str(err.args[0])
+    """The error's own words: an OSError without `[Errno N]`."""
     if isinstance(err, OSError) and err.strerror:
         return f"{err.filename}: {err.strerror}" if err.filename else err.strerror
     return str(err)

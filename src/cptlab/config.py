@@ -1,5 +1,8 @@
-"""Load an experiment config: YAML (or JSON) files, `extends:` overlays, overrides, then
-validation against the JSON schema and the registries. Every error names the file and key.
+"""Read an experiment config: YAML (or JSON) files with their `extends:` overlays, the JSON
+schema and its checks, and settings dataclasses built from sections. The lowest layer of the
+package (it imports only cptlab.errors); cptlab.validation loads a config with every check,
+those that need the registries and the training settings included. Every error names the file
+and key.
 
 An overlay config states only what it changes:
 
@@ -15,9 +18,8 @@ Snakefile resolves `--configfile` with the same function, so both read the same 
 from __future__ import annotations
 
 import copy
-import difflib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import MISSING, fields
 from importlib.resources import files
 from pathlib import Path
@@ -26,17 +28,13 @@ from typing import Any
 import jsonschema
 import yaml
 
-from cptlab.errors import InputError
+from cptlab.errors import ConfigError
 
 SCHEMA_PATH = files("cptlab") / "schemas" / "config.schema.yaml"
 EXTENDS = "extends"
 # Mappings that are a single setting: an overlay (or a method's `training`) that gives one
 # means exactly these alarms (these evaluation shards), not the parent's plus these.
 REPLACED_MAPPINGS = frozenset({"thresholds", "shards"})
-
-
-class ConfigError(InputError):
-    """The config breaks the schema or names something unknown; the message says where."""
 
 
 def schema() -> dict:
@@ -82,26 +80,6 @@ def read_config_file(path: str | Path, _chain: tuple[Path, ...] = ()) -> dict:
     return merge(read_config_file(path.parent / parent, (*_chain, resolved)), config)
 
 
-def load_config(paths: str | Path | Sequence[str | Path], overrides: Mapping | None = None) -> dict:
-    """The validated config of `paths` (later files merged over earlier ones, each with its
-    `extends:` chain), with `overrides` (Snakemake's --config) merged last."""
-    if isinstance(paths, str | Path):
-        paths = [paths]
-    config: dict = {}
-    for path in paths:
-        config = merge(config, read_config_file(path))
-    if overrides:
-        config = merge(config, overrides)
-    return validate_config(config, ", ".join(str(p) for p in paths))
-
-
-def validate_config(config: dict, source: str = "config") -> dict:
-    """`config` if it follows the schema and names only known things, else ConfigError."""
-    check_schema(config, schema(), source)
-    _check_names(config, source)
-    return config
-
-
 def check_schema(value: Any, spec: dict, source: str, prefix: str = "") -> None:
     """ConfigError listing every way `value` breaks schema `spec`, each with its full key
     (`prefix` names where `value` sits in the config)."""
@@ -125,62 +103,6 @@ def _error_lines(error: jsonschema.ValidationError, prefix: str = "") -> list[st
             if key not in known
         ]
     return [f"  {where or '<top>'}: {error.message}"]
-
-
-def _unknown(source: str, key: str, what: str, name: str, known) -> ConfigError:
-    """`key` names `name`, which is no `what`: say the closest known names."""
-    close = difflib.get_close_matches(name, list(known), n=3)
-    hint = f"did you mean {' or '.join(map(repr, close))}?" if close else f"known: {sorted(known)}"
-    return ConfigError(f"{source}: {key}: unknown {what} {name!r} ({hint})")
-
-
-def _check_names(config: dict, source: str) -> None:
-    """Every benchmark, domain and method the config names exists, every sequence domain can
-    train, and every method entry is one its trainer can run (cptlab.train.spec)."""
-    from cptlab.domains import BENCHMARKS
-    from cptlab.plan import datasets, eval_benchmarks
-    from cptlab.resources import launcher_processes, rule_resources
-    from cptlab.train.spec import check_methods
-
-    for data_set in datasets(config):
-        if data_set.name not in BENCHMARKS:
-            key = f"data.domains.{data_set.domain}.{data_set.split}"
-            raise _unknown(source, key, "benchmark", data_set.name, BENCHMARKS)
-    for name in (config["data"].get("sizes") or {}).get("benchmarks") or {}:
-        if name not in BENCHMARKS:
-            raise _unknown(source, "data.sizes.benchmarks", "benchmark", name, BENCHMARKS)
-    evaluated = [b.name for b in eval_benchmarks(config)]
-    for name in ((config.get("evaluation") or {}).get("shards")) or {}:
-        if name not in evaluated:
-            raise _unknown(source, "evaluation.shards", "evaluated benchmark", name, evaluated)
-    domains = config["data"]["domains"]
-    warmup = (config["base"].get("warmup") or {}) if "path" not in config["base"] else {}
-    named = {
-        "training.domain_steps": (config.get("training") or {}).get("domain_steps") or {},
-        "base.warmup.domain_weights": warmup.get("domain_weights") or {},
-        "base.warmup.domain_reprompt_share": warmup.get("domain_reprompt_share") or {},
-    }
-    for key, mapping in named.items():
-        for domain in mapping:
-            if domain not in domains:
-                raise _unknown(source, key, "domain", domain, domains)
-    methods = config.get("methods") or {}
-    run = config.get("run")
-    if run is not None:
-        trainable = sorted(d for d, s in domains.items() if "train" in s)
-        for k, domain in enumerate(run["sequence"]):
-            if domain not in domains:
-                raise _unknown(source, f"run.sequence[{k}]", "domain", domain, domains)
-            if "train" not in domains[domain]:
-                raise ConfigError(
-                    f"{source}: run.sequence[{k}]: domain {domain!r} has no `train` split in "
-                    f"data.domains, so it cannot train (trainable: {trainable})"
-                )
-        for k, method in enumerate(run["methods"]):
-            if method not in methods:
-                raise _unknown(source, f"run.methods[{k}]", "method", method, methods)
-    processes = launcher_processes(rule_resources(config, "train")["launcher"])
-    check_methods(config, processes, source)
 
 
 def settings(cls: type, values: Mapping | None, where: str):

@@ -1,9 +1,14 @@
-"""The two kinds of failure the CLI reports without a traceback (cptlab.cli.main)."""
+"""The failures the CLI reports as one line without a traceback (cptlab.cli.main): the lowest
+layer of the package, imported by any module that raises them."""
 
 
 class InputError(ValueError):
     """Bad input a user can fix: a config key, a data row, a missing or malformed file. The
     message names it; `cptlab` exits 2."""
+
+
+class ConfigError(InputError):
+    """The config breaks the schema or names something unknown; the message says where."""
 
 
 class StageError(RuntimeError):

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from cptlab.config import ConfigError
+from cptlab.errors import ConfigError
 
 SPLITS = ("train", "id", "ood")
 

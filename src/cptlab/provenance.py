@@ -33,6 +33,7 @@ from typing import Any
 
 from cptlab.artifacts import atomic_write_text
 from cptlab.cli import arg, command
+from cptlab.errors import InputError
 
 PACKAGE = "cptlab"
 PACKAGE_ROOT = Path(__file__).resolve().parent
@@ -170,7 +171,7 @@ def staged_path(committed: Path, text: str, root: Path = STAGED) -> Path:
     staged into a folder scanned moments before would be reported missing. A folder that holds
     one record exists only once that record does, so no scan can have missed it."""
     if committed.is_absolute():
-        raise ValueError(f"{committed}: a committed provenance path must be relative")
+        raise InputError(f"{committed}: a committed provenance path must be relative")
     digest = hashlib.sha256(text.encode()).hexdigest()[:16]
     return root / committed.parent / f"{committed.stem}.{digest}" / committed.name
 

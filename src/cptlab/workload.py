@@ -381,8 +381,8 @@ def report(config: Mapping, data_dir: Path, source: str) -> tuple[list[str], boo
     arg("--results-dir", default=None, help="the experiment's folder (default: results/<exp>)"),
 )
 def plan_hours(args: argparse.Namespace) -> None:
-    from cptlab.config import load_config
     from cptlab.layout import Layout
+    from cptlab.validation import load_config
 
     config = load_config(args.config)
     layout = Layout(Path(args.results_dir)) if args.results_dir else Layout.of(config)

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from cptlab.artifacts import MANIFEST
 from cptlab.base_model.settings import BaseSettings
-from cptlab.config import ConfigError, load_config
+from cptlab.errors import ConfigError
+from cptlab.validation import load_config
 from cptlab.domains.prepare import data_settings as data_section
 from cptlab.drift.settings import ChainSettings, DriftSettings
 from cptlab.evaluation.settings import EvalSettings

@@ -28,6 +28,7 @@ from cptlab.base_model.warmup import encode_example, train_warmup
 from cptlab.chat import render
 from cptlab.checkpoints import load_tokenizer
 from cptlab.domains.registry import get_benchmark
+from cptlab.errors import InputError
 from cptlab.evaluation.generation import generate
 from cptlab.evaluation.scoring import mean_pass_at_k, rewards, score_completions
 from cptlab.evaluation.settings import Sampling
@@ -281,7 +282,7 @@ def build_base(
     )
     too_long = max(len(ids) for ids, _ in examples)
     if too_long > spec.model.max_positions:
-        raise ValueError(
+        raise InputError(
             f"base.model.max_positions={spec.model.max_positions} is shorter "
             f"than the longest warm-up example ({too_long} tokens)"
         )

@@ -18,7 +18,7 @@ from cptlab.cli import CONFIG, THREADS, arg, command
 )
 def build_base(args: argparse.Namespace) -> None:
     from cptlab.base_model.build import build_base
-    from cptlab.config import load_config
+    from cptlab.validation import load_config
 
     manifest = build_base(load_config(args.config), args.data_dir, args.out, threads=args.threads)
     print(json.dumps({"bounds_ok": manifest["bounds_ok"], "seconds": manifest["seconds"]}))

@@ -16,8 +16,8 @@ from cptlab.cli import CONFIG, arg, command
     arg("--out", required=True, help="output .jsonl file"),
 )
 def prepare_data(args: argparse.Namespace) -> None:
-    from cptlab.config import load_config
     from cptlab.domains.prepare import prepare_benchmark
+    from cptlab.validation import load_config
 
     count = prepare_benchmark(load_config(args.config), args.benchmark, args.out)
     logging.info("%s: %d rows -> %s", args.benchmark, count, args.out)

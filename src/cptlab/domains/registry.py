@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from cptlab.errors import InputError
 from cptlab.rows import RowError, validate_row
 from cptlab.verifiers import VERIFIERS
 
@@ -120,7 +121,7 @@ def get_benchmark(name: str) -> Benchmark:
     try:
         return BENCHMARKS[name]
     except KeyError:
-        raise KeyError(f"unknown benchmark {name!r}; known: {sorted(BENCHMARKS)}") from None
+        raise InputError(f"unknown benchmark {name!r}; known: {sorted(BENCHMARKS)}") from None
 
 
 def benchmarks_of(domain: str, split: str | None = None) -> list[Benchmark]:
@@ -129,7 +130,7 @@ def benchmarks_of(domain: str, split: str | None = None) -> list[Benchmark]:
     ]
     if not found:
         domains = sorted({b.domain for b in BENCHMARKS.values()})
-        raise KeyError(f"unknown domain {domain!r} (split={split}); known: {domains}")
+        raise InputError(f"unknown domain {domain!r} (split={split}); known: {domains}")
     return found
 
 

@@ -24,6 +24,7 @@ import json
 from pathlib import Path
 
 from cptlab.cli import CONFIG, RESULTS_DIR, THREADS, arg, command
+from cptlab.errors import InputError
 
 # The settings' defaults are DriftSettings' (None below means "use it"): importing it here would
 # make it code of every job (cptlab.cli.command).
@@ -39,9 +40,9 @@ def _pairs(values: list[str] | None, what: str) -> dict[str, str]:
         if not sep:
             name, rest = Path(value).stem, value
         if not name or not rest:
-            raise ValueError(f"{what}: expected NAME=VALUE, got {value!r}")
+            raise InputError(f"{what}: expected NAME=VALUE, got {value!r}")
         if name in out:
-            raise ValueError(f"{what}: {name!r} given twice")
+            raise InputError(f"{what}: {name!r} given twice")
         out[name] = rest
     return out
 
@@ -83,9 +84,9 @@ def _settings(args: argparse.Namespace):
     THREADS,
 )
 def drift_chain(args: argparse.Namespace) -> None:
-    from cptlab.config import load_config
     from cptlab.drift.chain import drift_chain
     from cptlab.layout import Layout
+    from cptlab.validation import load_config
 
     manifest = drift_chain(
         load_config(args.config),
@@ -109,9 +110,9 @@ def drift_chain(args: argparse.Namespace) -> None:
     THREADS,
 )
 def dataset_distance(args: argparse.Namespace) -> None:
-    from cptlab.config import load_config
     from cptlab.drift.dataset_distance import dataset_distance
     from cptlab.layout import Layout
+    from cptlab.validation import load_config
 
     manifest = dataset_distance(
         load_config(args.config),
@@ -125,9 +126,9 @@ def dataset_distance(args: argparse.Namespace) -> None:
 
 @command("drift-figures", "drift figures (PNG + PDF), manifest last", CONFIG, RESULTS_DIR)
 def drift_figures(args: argparse.Namespace) -> None:
-    from cptlab.config import load_config
     from cptlab.drift.plots import drift_figures
     from cptlab.layout import Layout
+    from cptlab.validation import load_config
 
     manifest = drift_figures(load_config(args.config), Layout(args.results_dir))
     print(json.dumps({"files": len(manifest["files"]), "missing": manifest["missing_inputs"]}))
@@ -244,7 +245,7 @@ def dataset_mmd(args: argparse.Namespace) -> None:
     _set_threads(args.threads)
     files = _pairs(args.data, "--data")
     if len(files) < 2:
-        raise ValueError("--data: need at least two data sets")
+        raise InputError("--data: need at least two data sets")
     prompts = {name: read_prompts(path) for name, path in files.items()}
     settings = _settings(args)
     mmd, tsne = dataset_distances(
@@ -263,7 +264,7 @@ def dataset_mmd(args: argparse.Namespace) -> None:
         try:
             table, trends = gain_forgetting_vs_mmd(mmd, pd.read_csv(path))
         except ValueError as err:
-            raise ValueError(f"{path}: {err}") from None
+            raise InputError(f"{path}: {err}") from None
         if args.trend_table_out:
             write_table(table, args.trend_table_out)
         if args.trend_out:
@@ -324,7 +325,7 @@ def collapse_forensics(args: argparse.Namespace) -> None:
         try:
             pattern = re.compile(args.format_regex, re.DOTALL)
         except re.error as err:
-            raise ValueError(f"--format-regex: {err}") from None
+            raise InputError(f"--format-regex: {err}") from None
 
         def format_rule(text: str) -> bool:
             return pattern.search(text) is not None
@@ -348,7 +349,7 @@ def collapse_forensics(args: argparse.Namespace) -> None:
         try:
             by_step = {int(step): path for step, path in steps.items()}
         except ValueError:
-            raise ValueError(
+            raise InputError(
                 f"--step-responses: steps must be integers, got {list(steps)}"
             ) from None
         write_table(

@@ -36,6 +36,7 @@ import pandas as pd
 
 from cptlab.drift.tables import read_responses, write_json
 from cptlab.drift.text import ngrams, repetition_rate, tokenize, top_ngram_share
+from cptlab.errors import InputError
 
 DEFAULT_FORMAT_TOKENS = {"boxed": "\\boxed"}
 
@@ -239,7 +240,7 @@ def artifact_trend_from_logs(
         if not values:
             continue
         if step_key not in record:
-            raise ValueError(f"train-log record {i} has no {step_key!r}")
+            raise InputError(f"train-log record {i} has no {step_key!r}")
         rows.append({step_key: record[step_key], **values})
     columns = sorted({k for row in rows for k in row if k != step_key})
     df = pd.DataFrame(rows, columns=[step_key, *columns])

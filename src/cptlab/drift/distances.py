@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from cptlab.drift.embedders import Embedder
+from cptlab.errors import InputError
 
 
 def _squared_distances(z: np.ndarray) -> np.ndarray:
@@ -128,7 +129,7 @@ def dataset_distances(
     embeddings = {}
     for name, texts in prompt_sets.items():
         if len(texts) < 2:
-            raise ValueError(f"data set {name!r} has {len(texts)} prompt(s); need >= 2")
+            raise InputError(f"data set {name!r} has {len(texts)} prompt(s); need >= 2")
         embeddings[name] = np.asarray(embedder(_subsample(texts, max_samples, rng)))
     mmd = pairwise_mmd(embeddings)
     small = {
@@ -177,7 +178,7 @@ def gain_forgetting_vs_mmd(
         a, b = row[source], row[target]
         for name in (a, b):
             if name not in known:
-                raise ValueError(f"data set {name!r} is not in the MMD table ({sorted(known)})")
+                raise InputError(f"data set {name!r} is not in the MMD table ({sorted(known)})")
         rel = float(row[value])
         rows.append(
             {

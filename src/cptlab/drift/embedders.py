@@ -23,6 +23,7 @@ import numpy as np
 
 from cptlab.drift.settings import EMBEDDERS
 from cptlab.drift.text import tokenize
+from cptlab.errors import InputError
 
 
 class Embedder(Protocol):
@@ -116,7 +117,7 @@ def load_embedder(name: str = "minilm", device: str | None = "cpu") -> Embedder:
         return MiniLMEmbedder(device=device)
     if name == "hashing":
         return HashingEmbedder()
-    raise ValueError(f"unknown embedder {name!r}; known: {list(EMBEDDERS)}")
+    raise InputError(f"unknown embedder {name!r}; known: {list(EMBEDDERS)}")
 
 
 _LOADED: dict[tuple[str, str | None], Embedder] = {}

@@ -53,6 +53,7 @@ import torch
 from cptlab.drift.settings import SVD_METHODS, DriftSettings
 from cptlab.drift.tables import write_table
 from cptlab.drift.weights import SafetensorsCheckpoint
+from cptlab.errors import InputError
 
 # Randomized SVD: k + 64 columns and 8 power iterations. On a gapless power-law spectrum
 # (2048x2048, k = 64) 10 columns / 4 iterations misjudge the drift's max principal angle by 25 %;
@@ -336,9 +337,9 @@ def matrix_pairs(
             right = right or (EMBED if EMBED in theirs else None)
         if left is None or right is None:
             has, lacks = (checkpoint, reference) if left else (reference, checkpoint)
-            raise ValueError(f"{lacks.path}: no matrix {name!r} (present in {has.path})")
+            raise InputError(f"{lacks.path}: no matrix {name!r} (present in {has.path})")
         if checkpoint.shape(left) != reference.shape(right):
-            raise ValueError(
+            raise InputError(
                 f"{name}: shape {checkpoint.shape(left)} in {checkpoint.path} but "
                 f"{reference.shape(right)} in {reference.path}"
             )
@@ -370,7 +371,7 @@ def parameter_drift(
     target = resolve_device(device)
     pairs = matrix_pairs(ckpt, ref)
     if not pairs:
-        raise ValueError(f"{checkpoint}: no weight matrices")
+        raise InputError(f"{checkpoint}: no weight matrices")
     rows = []
     for i, (name, mine, theirs) in enumerate(pairs, start=1):
         w1 = ckpt.get(mine, target)

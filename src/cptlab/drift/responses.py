@@ -23,6 +23,7 @@ import pandas as pd
 from cptlab.drift.embedders import Embedder
 from cptlab.drift.tables import read_responses, write_table
 from cptlab.drift.text import tokenize
+from cptlab.errors import InputError
 
 COLUMNS = ("id", "cosine", "rouge_l", "tokens", "reference_tokens")
 
@@ -100,10 +101,10 @@ def matched_ids(mine: dict, theirs: dict, path: str | Path, ref_path: str | Path
     (else ValueError naming the file that lacks one)."""
     for rid in mine:
         if rid not in theirs:
-            raise ValueError(f"{ref_path}: no id {rid!r} (present in {path})")
+            raise InputError(f"{ref_path}: no id {rid!r} (present in {path})")
     for rid in theirs:
         if rid not in mine:
-            raise ValueError(f"{path}: no id {rid!r} (present in {ref_path})")
+            raise InputError(f"{path}: no id {rid!r} (present in {ref_path})")
     return list(theirs)
 
 

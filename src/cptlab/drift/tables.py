@@ -13,6 +13,7 @@ from typing import Any
 import pandas as pd
 
 from cptlab.artifacts import atomic_write_json, atomic_write_text, read_json_lines
+from cptlab.errors import InputError
 
 ALL = "all"  # the benchmark name of a row pooled over every benchmark
 
@@ -38,15 +39,15 @@ def read_responses(path: str | Path) -> dict[str, dict]:
     out: dict[str, dict] = {}
     for lineno, record in enumerate(read_json_lines(path), start=1):
         if "id" not in record:
-            raise ValueError(f"{path}: record {lineno} has no 'id'")
+            raise InputError(f"{path}: record {lineno} has no 'id'")
         rid = str(record["id"])
         completions = record.get("completions")
         if not isinstance(completions, list) or not completions:
-            raise ValueError(f"{path}: id {rid!r}: 'completions' must be a non-empty list")
+            raise InputError(f"{path}: id {rid!r}: 'completions' must be a non-empty list")
         if not all(isinstance(c, str) for c in completions):
-            raise ValueError(f"{path}: id {rid!r}: every completion must be a string")
+            raise InputError(f"{path}: id {rid!r}: every completion must be a string")
         if rid in out:
-            raise ValueError(f"{path}: duplicate id {rid!r}")
+            raise InputError(f"{path}: duplicate id {rid!r}")
         out[rid] = record
     return out
 
@@ -62,7 +63,7 @@ def prompt_text(row: dict) -> str:
         parts = [m.get("content", "") for m in prompt if isinstance(m, dict)]
         users = [m["content"] for m in prompt if isinstance(m, dict) and m.get("role") == "user"]
         return "\n".join(users or parts)
-    raise ValueError(f"row {row.get('id')!r}: 'prompt' is neither text nor chat messages")
+    raise InputError(f"row {row.get('id')!r}: 'prompt' is neither text nor chat messages")
 
 
 def read_prompts(path: str | Path) -> list[str]:
@@ -73,7 +74,7 @@ def read_prompts(path: str | Path) -> list[str]:
         try:
             prompts.append(prompt_text(row))
         except ValueError as err:
-            raise ValueError(f"{path}: record {lineno}: {err}") from None
+            raise InputError(f"{path}: record {lineno}: {err}") from None
     if not prompts:
-        raise ValueError(f"{path}: no prompts")
+        raise InputError(f"{path}: no prompts")
     return prompts

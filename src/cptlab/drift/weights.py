@@ -14,6 +14,8 @@ from pathlib import Path
 import torch
 from safetensors import safe_open
 
+from cptlab.errors import InputError
+
 SINGLE = "model.safetensors"
 INDEX = "model.safetensors.index.json"
 
@@ -31,7 +33,7 @@ class SafetensorsCheckpoint:
             try:
                 weight_map = json.loads(index_path.read_text())["weight_map"]
             except (json.JSONDecodeError, KeyError, TypeError) as err:
-                raise ValueError(f"{index_path}: not a safetensors index ({err})") from None
+                raise InputError(f"{index_path}: not a safetensors index ({err})") from None
             for name, shard in weight_map.items():
                 shard_path = self.path / shard
                 if not shard_path.is_file():
@@ -51,7 +53,7 @@ class SafetensorsCheckpoint:
                         self._shapes[name] = tuple(handle.get_slice(name).get_shape())
         missing = sorted(set(self._shard_of) - set(self._shapes))
         if missing:
-            raise ValueError(f"{self.path}: the index names tensors its shards lack: {missing[:5]}")
+            raise InputError(f"{self.path}: the index names tensors its shards lack: {missing[:5]}")
 
     def _add_file(self, file: Path) -> None:
         try:
@@ -59,7 +61,7 @@ class SafetensorsCheckpoint:
                 for name in handle.keys():
                     self._shard_of[name] = file
         except Exception as err:  # safetensors raises its own error types
-            raise ValueError(f"{file}: not a readable safetensors file ({err})") from None
+            raise InputError(f"{file}: not a readable safetensors file ({err})") from None
 
     def keys(self) -> list[str]:
         """Tensor names in a stable order (sorted)."""
@@ -74,7 +76,7 @@ class SafetensorsCheckpoint:
     def get(self, name: str, device: str | torch.device = "cpu") -> torch.Tensor:
         """Tensor `name` as float32 on `device` (bf16/fp16 weights are upcast exactly)."""
         if name not in self._shapes:
-            raise KeyError(f"{self.path}: no tensor {name!r}")
+            raise InputError(f"{self.path}: no tensor {name!r}")
         with safe_open(str(self._shard_of[name]), framework="pt") as handle:
             tensor = handle.get_tensor(name)
         return tensor.to(device=device, dtype=torch.float32)

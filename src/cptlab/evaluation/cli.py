@@ -9,6 +9,7 @@ import json
 from typing import TYPE_CHECKING
 
 from cptlab.cli import CONFIG, RESULTS_DIR, THREADS, arg, command
+from cptlab.errors import InputError
 
 if TYPE_CHECKING:
     from cptlab.layout import Layout
@@ -33,8 +34,8 @@ CHECKPOINT = (
     THREADS,
 )
 def evaluate(args: argparse.Namespace) -> None:
-    from cptlab.config import load_config
     from cptlab.evaluation.evaluate import run_evaluation
+    from cptlab.validation import load_config
 
     record = run_evaluation(
         load_config(args.config),
@@ -78,11 +79,11 @@ def evaluate_checkpoint(args: argparse.Namespace) -> None:
 def _experiment_checkpoint(args: argparse.Namespace) -> tuple[dict, Layout, tuple]:
     """The config, the results layout and the checkpoint (method, seed, stage) the arguments
     name (`CHECKPOINT`)."""
-    from cptlab.config import load_config
     from cptlab.layout import Layout
+    from cptlab.validation import load_config
 
     if (args.method is None) != (args.stage == 0) or (args.method is None) != (args.seed is None):
-        raise ValueError("--method, --seed and --stage >= 1 go together (none: the base model)")
+        raise InputError("--method, --seed and --stage >= 1 go together (none: the base model)")
     return load_config(args.config), Layout(args.results_dir), (args.method, args.seed, args.stage)
 
 
@@ -92,7 +93,7 @@ def _shard(value: str | None) -> tuple[str, int] | None:
         return None
     benchmark, _, index = value.rpartition(":")
     if not benchmark or not index.isdigit():
-        raise ValueError(f"--shard {value!r}: expected BENCHMARK:I, e.g. mmlu_redux:3")
+        raise InputError(f"--shard {value!r}: expected BENCHMARK:I, e.g. mmlu_redux:3")
     return benchmark, int(index)
 
 

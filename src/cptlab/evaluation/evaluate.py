@@ -166,7 +166,7 @@ def shard_of(rows: list[dict], index: int, count: int) -> list[dict]:
     """Shard `index` (1..count) of `rows`: contiguous, in order, sizes differing by at most one,
     so the shards in order are the rows."""
     if not 1 <= index <= count:
-        raise ValueError(f"shard {index} of {count}: the index must be in 1..{count}")
+        raise InputError(f"shard {index} of {count}: the index must be in 1..{count}")
     return rows[(index - 1) * len(rows) // count : index * len(rows) // count]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from cptlab.config import ConfigError
+from cptlab.errors import ConfigError
 from cptlab.train.spec import method_settings, training_section
 
 

@@ -16,9 +16,9 @@ from cptlab.cli import CONFIG, RESULTS_DIR, arg, command
     RESULTS_DIR,
 )
 def aggregate(args: argparse.Namespace) -> None:
-    from cptlab.config import load_config
     from cptlab.layout import Layout
     from cptlab.results.aggregate import aggregate
+    from cptlab.validation import load_config
 
     paths = aggregate(load_config(args.config), Layout(args.results_dir))
     print(json.dumps({k: str(v) for k, v in paths.items()}))
@@ -31,9 +31,9 @@ def aggregate(args: argparse.Namespace) -> None:
     RESULTS_DIR,
 )
 def findings(args: argparse.Namespace) -> None:
-    from cptlab.config import load_config
     from cptlab.layout import Layout
     from cptlab.results.findings import write_findings
+    from cptlab.validation import load_config
 
     paths = write_findings(load_config(args.config), Layout(args.results_dir))
     print(json.dumps({k: str(v) for k, v in paths.items()}))
@@ -51,9 +51,9 @@ def findings(args: argparse.Namespace) -> None:
     ),
 )
 def figures(args: argparse.Namespace) -> None:
-    from cptlab.config import load_config
     from cptlab.layout import Layout
     from cptlab.results.figures import make_figures
+    from cptlab.validation import load_config
 
     metrics = [m for m in (args.train_metrics or "").split(",") if m] or None
     layout = Layout(args.results_dir)

@@ -30,8 +30,8 @@ from cptlab.cli import CONFIG, THREADS, arg, command
     THREADS,
 )
 def train_stage(args: argparse.Namespace) -> None:
-    from cptlab.config import load_config
     from cptlab.train.stage import train_stage
+    from cptlab.validation import load_config
 
     manifest = train_stage(
         load_config(args.config),

@@ -17,7 +17,7 @@ from accelerate.utils import gather_object
 from torch.optim.lr_scheduler import LambdaLR
 from trl.models import unwrap_model_for_generation
 
-from cptlab.config import ConfigError
+from cptlab.errors import ConfigError
 from cptlab.train import compact_generation
 from cptlab.train.monitor import CollapseError, CollapseMonitor, NonFiniteError
 from cptlab.train.probe import KLProbe

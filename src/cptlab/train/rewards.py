@@ -18,6 +18,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from cptlab.errors import InputError
 from cptlab.evaluation.scoring import verifier_for
 from cptlab.verifiers import Verdict, score
 
@@ -137,7 +138,7 @@ def check_verifiers(rows: list[dict], where: str) -> None:
     for row in rows:
         name = verifier_for(row)
         if name not in VERIFIERS:
-            raise KeyError(
+            raise InputError(
                 f"{where}: row {row['id']!r} needs verifier {name!r}; known: {sorted(VERIFIERS)}"
             )
 

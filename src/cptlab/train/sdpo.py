@@ -52,6 +52,7 @@ from trl.trainer.utils import (
     selective_log_softmax,
 )
 
+from cptlab.errors import InputError
 from cptlab.teacher_prompt import TEACHER_TEMPLATES, strip_reasoning, strip_unopened_thinking
 from cptlab.train.mixin import StageRecorder, StageTrainerMixin
 from cptlab.train.rollout_is import MODES, rollout_is_weights, sampling_logps
@@ -270,7 +271,7 @@ class VerifierFeedbackContextBuilder(SuccessfulRolloutTeacherContextBuilder):
         for i, ids in enumerate(ids_list):
             if len(ids) > limit:
                 if side == "error":
-                    raise ValueError(
+                    raise InputError(
                         f"a teacher prompt has {len(ids)} tokens, over max_reprompt_len {limit}"
                     )
                 ids_list[i] = ids[-limit:] if side == "left" else ids[:limit]
@@ -366,7 +367,7 @@ class CptSDPOTrainer(StageTrainerMixin, SDPOTrainer):
         student_shapes = [tuple(p.shape) for p in student.parameters()]
         teacher_shapes = [tuple(p.shape) for p in teacher.parameters()]
         if student_shapes != teacher_shapes and not self.is_deepspeed_enabled:
-            raise ValueError(f"teacher anchor {anchor} does not have the student's architecture")
+            raise InputError(f"teacher anchor {anchor} does not have the student's architecture")
         if not self.is_deepspeed_enabled and not self.is_fsdp_enabled:
             teacher.to(next(student.parameters()).device)
         if args.teacher_anchor_path is not None and args.teacher_anchor_mix < 1.0:

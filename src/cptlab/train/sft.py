@@ -12,7 +12,7 @@ from __future__ import annotations
 from datasets import Dataset
 from trl import SFTConfig, SFTTrainer
 
-from cptlab.config import ConfigError
+from cptlab.errors import ConfigError
 from cptlab.train.mixin import StageRecorder, StageTrainerMixin
 
 

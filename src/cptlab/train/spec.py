@@ -9,7 +9,8 @@ from functools import cache
 from typing import Any
 
 import cptlab.config
-from cptlab.config import ConfigError, check_schema, merge
+from cptlab.config import check_schema, merge
+from cptlab.errors import ConfigError
 
 TRAINING_DEFAULTS: dict[str, Any] = {
     "steps": 50,

@@ -28,8 +28,8 @@ from trl import GRPOConfig, SFTConfig
 from cptlab.artifacts import MANIFEST, atomic_write_text, write_manifest
 from cptlab.chat import prompt_length
 from cptlab.checkpoints import load_model, load_tokenizer
-from cptlab.config import ConfigError
 from cptlab.domains import get_benchmark
+from cptlab.errors import ConfigError
 from cptlab.provenance import SourceTree
 from cptlab.rows import read_jsonl
 from cptlab.train.grpo import CptGRPOTrainer, grpo_args

@@ -18,6 +18,7 @@ import shutil
 from pathlib import Path
 
 from cptlab.artifacts import atomic_write_json, atomic_write_text
+from cptlab.errors import InputError
 from cptlab.layout import TRAIN_LOG
 
 log = logging.getLogger(__name__)
@@ -45,7 +46,7 @@ def checkpoint_step(path: Path) -> int:
     """The optimizer step of a `checkpoint-<step>` folder."""
     match = _CHECKPOINT.match(Path(path).name)
     if match is None:
-        raise ValueError(f"{path}: not a trainer checkpoint folder")
+        raise InputError(f"{path}: not a trainer checkpoint folder")
     return int(match.group(1))
 
 

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from cptlab.domains.registry import Benchmark, register_benchmark
+from cptlab.errors import InputError
 
 BUCKETS = {"id": range(0, 2), "ood": range(0, 2), "train": range(2, 5), "pretrain": range(5, 10)}
 # World facts (fact tables, tool catalogues) are fixed like a real dataset's content; the
@@ -65,7 +66,7 @@ def generate_rows(
     while len(rows) < n:
         misses += 1
         if misses > 20_000:
-            raise ValueError(
+            raise InputError(
                 f"benchmark {benchmark}: only {len(rows)} distinct items found for n={n}; "
                 "the item space of this domain is too small for that many rows"
             )
@@ -142,7 +143,7 @@ def register_domain(
 def _loader(name, domain, split, forms, make_item, verifiers=None):
     def load(n: int | None = None, seed: int = 0) -> list[dict]:
         if n is None:
-            raise ValueError(f"benchmark {name}: synthetic data needs a size n")
+            raise InputError(f"benchmark {name}: synthetic data needs a size n")
         rows = generate_rows(name, domain, split, forms, make_item, n, seed)
         if verifiers:
             for row in rows:

@@ -26,6 +26,7 @@ from cptlab.domains.paper.common import (
 )
 from cptlab.domains.paper.pipeline import Holdout, Load, Recipe
 from cptlab.domains.registry import Benchmark, Prompt, Source
+from cptlab.errors import InputError
 
 # Dolci-Think-RL-7B (allenai/Dolci-Think-RL-7B, split "train"; Olmo 3 RLVR mixture):
 #   prompt "user: ..." (one flat string; some copies use `messages`), ground_truth [str],
@@ -276,7 +277,7 @@ def _check_livecodebench(load: Load) -> None:
     for option, allowed in (("functional", ("stdio", "skip")), ("prompt", LCB_PROMPTS),
                             ("tests", LCB_TEST_SETS)):  # fmt: skip
         if load[option] not in allowed:
-            raise ValueError(f"{option} must be one of {allowed}, got {load[option]!r}")
+            raise InputError(f"{option} must be one of {allowed}, got {load[option]!r}")
 
 
 def _keep_livecodebench(raw: dict, load: Load) -> str | None:

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cptlab.errors import InputError
 from cptlab.rows import RowError
 
 # One logger for the whole package, under its historical name.
@@ -213,7 +214,7 @@ def check_hub_options(dataset: str, hub: dict) -> None:
     """Reject any hub option other than `HUB_OPTIONS`, naming the dataset's config key."""
     unknown = sorted(set(hub) - set(HUB_OPTIONS))
     if unknown:
-        raise ValueError(f"{dataset}: unknown option(s) {unknown} (data.options.{dataset})")
+        raise InputError(f"{dataset}: unknown option(s) {unknown} (data.options.{dataset})")
 
 
 def open_source(
@@ -234,7 +235,7 @@ def open_source(
     """
     spec = default if path is None else path
     if spec is None:
-        raise ValueError(f"{dataset}: no path given and the dataset has no hub default")
+        raise InputError(f"{dataset}: no path given and the dataset has no hub default")
     specs = [spec] if isinstance(spec, str | Path) else list(spec)
     segments: list[RawSegment] = []
     for item in specs:
@@ -326,7 +327,7 @@ def _load_hub(
     )
     if isinstance(loaded, datasets.DatasetDict):
         if len(loaded) != 1:
-            raise ValueError(
+            raise InputError(
                 f"{dataset}: hub dataset {name} has splits {sorted(loaded)}; pass hub_split="
             )
         loaded = next(iter(loaded.values()))
@@ -564,4 +565,4 @@ def json_value(value: Any, what: str) -> Any:
 def check_sample_size(n: int | None) -> None:
     """Reject a subsample size `n` that is neither None nor a non-negative int."""
     if n is not None and (not isinstance(n, int) or n < 0):
-        raise ValueError(f"n must be a non-negative int or None, got {n!r}")
+        raise InputError(f"n must be a non-negative int or None, got {n!r}")

@@ -26,6 +26,7 @@ from cptlab.domains.paper.common import (
     open_source,
 )
 from cptlab.domains.registry import Prompt, Source
+from cptlab.errors import InputError
 
 
 @dataclass(frozen=True)
@@ -113,7 +114,7 @@ class Recipe:
         defaults = self.defaults()
         unknown = sorted(set(options) - set(defaults))
         if unknown:
-            raise ValueError(
+            raise InputError(
                 f"{self.name}: unknown option(s) {unknown} (data.options.{self.name}); "
                 f"known: {sorted(defaults)}"
             )
@@ -142,7 +143,7 @@ class Recipe:
     def _open(self, path: PathSpec, hub: dict) -> RawSource:
         """`path`, or the Source's hub copy; the Source pins the revision and data files."""
         if path is None and self.source.hub is None:
-            raise ValueError(self.needs_path or f"{self.name}: no path given and no hub copy")
+            raise InputError(self.needs_path or f"{self.name}: no path given and no hub copy")
         kwargs = dict(hub.get("hub_kwargs") or {})
         if path is None:
             if self.source.revision:

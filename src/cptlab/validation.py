@@ -1,0 +1,89 @@
+"""Load a config with every check cptlab makes: the JSON schema (cptlab.config), then the
+names it uses (benchmarks, domains, methods: the registries and the plan) and each method entry
+as its trainer will run it (cptlab.train.spec). It sits above those modules so that the config
+reader below them imports none of them. Every error is a ConfigError naming the file and key.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from cptlab.config import check_schema, merge, read_config_file, schema
+from cptlab.domains import BENCHMARKS
+from cptlab.errors import ConfigError
+from cptlab.plan import datasets, eval_benchmarks
+from cptlab.resources import launcher_processes, rule_resources
+from cptlab.train.spec import check_methods
+
+
+def load_config(paths: str | Path | Sequence[str | Path], overrides: Mapping | None = None) -> dict:
+    """The validated config of `paths` (later files merged over earlier ones, each with its
+    `extends:` chain), with `overrides` (Snakemake's --config) merged last."""
+    if isinstance(paths, str | Path):
+        paths = [paths]
+    config: dict = {}
+    for path in paths:
+        config = merge(config, read_config_file(path))
+    if overrides:
+        config = merge(config, overrides)
+    return validate_config(config, ", ".join(str(p) for p in paths))
+
+
+def validate_config(config: dict, source: str = "config") -> dict:
+    """`config` if it follows the schema and names only known things, else ConfigError."""
+    check_schema(config, schema(), source)
+    check_names(config, source)
+    return config
+
+
+def _unknown(source: str, key: str, what: str, name: str, known) -> ConfigError:
+    """`key` names `name`, which is no `what`: say the closest known names."""
+    close = difflib.get_close_matches(name, list(known), n=3)
+    hint = f"did you mean {' or '.join(map(repr, close))}?" if close else f"known: {sorted(known)}"
+    return ConfigError(f"{source}: {key}: unknown {what} {name!r} ({hint})")
+
+
+def check_names(config: dict, source: str) -> None:
+    """Every benchmark, domain and method the config names exists, every sequence domain can
+    train, and every method entry is one its trainer can run (cptlab.train.spec)."""
+    for data_set in datasets(config):
+        if data_set.name not in BENCHMARKS:
+            key = f"data.domains.{data_set.domain}.{data_set.split}"
+            raise _unknown(source, key, "benchmark", data_set.name, BENCHMARKS)
+    for name in (config["data"].get("sizes") or {}).get("benchmarks") or {}:
+        if name not in BENCHMARKS:
+            raise _unknown(source, "data.sizes.benchmarks", "benchmark", name, BENCHMARKS)
+    evaluated = [b.name for b in eval_benchmarks(config)]
+    for name in ((config.get("evaluation") or {}).get("shards")) or {}:
+        if name not in evaluated:
+            raise _unknown(source, "evaluation.shards", "evaluated benchmark", name, evaluated)
+    domains = config["data"]["domains"]
+    warmup = (config["base"].get("warmup") or {}) if "path" not in config["base"] else {}
+    named = {
+        "training.domain_steps": (config.get("training") or {}).get("domain_steps") or {},
+        "base.warmup.domain_weights": warmup.get("domain_weights") or {},
+        "base.warmup.domain_reprompt_share": warmup.get("domain_reprompt_share") or {},
+    }
+    for key, mapping in named.items():
+        for domain in mapping:
+            if domain not in domains:
+                raise _unknown(source, key, "domain", domain, domains)
+    methods = config.get("methods") or {}
+    run = config.get("run")
+    if run is not None:
+        trainable = sorted(d for d, s in domains.items() if "train" in s)
+        for k, domain in enumerate(run["sequence"]):
+            if domain not in domains:
+                raise _unknown(source, f"run.sequence[{k}]", "domain", domain, domains)
+            if "train" not in domains[domain]:
+                raise ConfigError(
+                    f"{source}: run.sequence[{k}]: domain {domain!r} has no `train` split in "
+                    f"data.domains, so it cannot train (trainable: {trainable})"
+                )
+        for k, method in enumerate(run["methods"]):
+            if method not in methods:
+                raise _unknown(source, f"run.methods[{k}]", "method", method, methods)
+    processes = launcher_processes(rule_resources(config, "train")["launcher"])
+    check_methods(config, processes, source)
