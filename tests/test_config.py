@@ -172,13 +172,15 @@ def section_defaults() -> dict[str, dict]:
     from cptlab.drift.settings import DriftSettings
     from cptlab.evaluation.settings import EvalSettings
     from cptlab.results.findings import ROLES
-    from cptlab.train.spec import METHOD_DEFAULTS, TRAINING_DEFAULTS
+    from cptlab.train import settings as train
 
-    methods = {k: v for trainer in METHOD_DEFAULTS.values() for k, v in trainer.items()}
-    for a in METHOD_DEFAULTS.values():  # a key two trainers take has one default
-        for b in METHOD_DEFAULTS.values():
+    trainers = [dataclass_defaults(cls) for cls in train.METHOD_SETTINGS.values()]
+    methods = {k: v for trainer in trainers for k, v in trainer.items()}
+    for a in trainers:  # a key two trainers take has one default
+        for b in trainers:
             assert all(a[k] == b[k] for k in set(a) & set(b))
-    training = {k: v for k, v in TRAINING_DEFAULTS.items() if k not in ("kl_probe", "collapse")}
+    training = dataclass_defaults(train.TrainingSettings)
+    nested = {"kl_probe": train.KLProbeSettings, "collapse": train.CollapseSettings}
     return {
         "evaluation": dataclass_defaults(EvalSettings),
         "drift": dataclass_defaults(DriftSettings),
@@ -188,9 +190,8 @@ def section_defaults() -> dict[str, dict]:
         "base.sft": dataclass_defaults(base.WarmupTrainingSettings),
         "base.measure": dataclass_defaults(base.MeasureSettings),
         "methods.*": methods,
-        "training": training,
-        "training.kl_probe": TRAINING_DEFAULTS["kl_probe"],
-        "training.collapse": TRAINING_DEFAULTS["collapse"],
+        "training": {k: v for k, v in training.items() if k not in nested},
+        **{f"training.{k}": dataclass_defaults(cls) for k, cls in nested.items()},
         "findings.methods": ROLES,
     }
 

@@ -460,16 +460,16 @@ def test_paper_config_pins_the_studys_values() -> None:
     teachers = {"sdpo_frozen": "base", "sdpo_ema5": "ema", "sdpo_frozen_cot": "base"}
     for method in PAPER["methods"]:
         settings = resolve_stage(PAPER, method, "math")
-        assert {k: settings.training[k] for k in STUDY_TRAINING} == STUDY_TRAINING, method
+        assert {k: getattr(settings.training, k) for k in STUDY_TRAINING} == STUDY_TRAINING, method
         expected = {**STUDY_POLICY, **(STUDY_GRPO if settings.trainer == "grpo" else STUDY_SDPO)}
-        assert {k: settings.params[k] for k in expected} == expected, method
-        thinking = settings.training["chat_template_kwargs"]["enable_thinking"]
+        assert {k: getattr(settings.params, k) for k in expected} == expected, method
+        thinking = settings.training.chat_template_kwargs["enable_thinking"]
         assert thinking == (method == "sdpo_frozen_cot"), method  # docs: the CoT variant
         if settings.trainer == "sdpo":
-            assert settings.params["teacher_model_kind"] == teachers[method], method
-            removes = settings.params["remove_thinking_from_demonstration"]
+            assert settings.params.teacher_model_kind == teachers[method], method
+            removes = settings.params.remove_thinking_from_demonstration
             assert removes == (method != "sdpo_frozen_cot"), method
-    assert resolve_stage(PAPER, "sdpo_ema5", "math").params["teacher_update_rate"] == 0.05
+    assert resolve_stage(PAPER, "sdpo_ema5", "math").params.teacher_update_rate == 0.05
     assert resolve_stage(PAPER, "grpo", "code").steps == 20
 
 

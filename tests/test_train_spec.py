@@ -29,7 +29,7 @@ if BROKEN not in VERIFIERS:
 
 def test_defaults_follow_the_study():
     grpo = resolve_stage(tiny_config(), "grpo", "math")
-    assert grpo.params == {
+    assert grpo.params.as_dict() == {
         "epsilon": 0.2,
         "epsilon_high": 0.28,
         "scale_rewards": "none",
@@ -44,11 +44,8 @@ def test_defaults_follow_the_study():
         "delta": None,  # no dual clip
     }
     sdpo = resolve_stage(tiny_config(), "sdpo_ema", "math")
-    assert sdpo.params["teacher_model_kind"] == "ema" and sdpo.params["teacher_update_rate"] == 0.25
-    assert (
-        sdpo.params["distillation_is_clip"] == 2.0
-        and sdpo.params["teacher_anchor"] == "stage_start"
-    )
+    assert sdpo.params.teacher_model_kind == "ema" and sdpo.params.teacher_update_rate == 0.25
+    assert sdpo.params.distillation_is_clip == 2.0 and sdpo.params.teacher_anchor == "stage_start"
     assert sdpo.train_benchmark == "tiny_train" and sdpo.steps == 4
 
 
@@ -56,8 +53,8 @@ def test_method_training_overrides_and_domain_steps():
     config = tiny_config(domain_steps={"math": 7})
     config["methods"]["grpo_fast"] = {"trainer": "grpo", "training": {"learning_rate": 0.5}}
     settings = resolve_stage(config, "grpo_fast", "math")
-    assert settings.training["learning_rate"] == 0.5 and settings.steps == 7
-    assert settings.training["kl_probe"]["prompts"] == 2  # nested defaults merge
+    assert settings.training.learning_rate == 0.5 and settings.steps == 7
+    assert settings.training.kl_probe.prompts == 2  # nested defaults merge
 
 
 @pytest.mark.parametrize(

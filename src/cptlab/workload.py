@@ -210,11 +210,11 @@ def train_estimate(config: Mapping, plan: Plan) -> tuple[KindEstimate, list[str]
     for method, _seed, _stage, domain in plan.trained_stages:
         stage = resolve_stage(dict(config), method, domain)
         t = stage.training
-        rollouts = stage.steps * int(t["prompts_per_step"])
+        rollouts = stage.steps * int(t.prompts_per_step)
         if stage.trainer != "sft":
-            rollouts *= int(t["num_generations"])
-        prompt = min(float(spec["expected_prompt_tokens"]), float(t["max_prompt_length"]))
-        new = float(t["max_completion_length"]) * float(spec["expected_length_fraction"])
+            rollouts *= int(t.num_generations)
+        prompt = min(float(spec["expected_prompt_tokens"]), float(t.max_prompt_length))
+        new = float(t.max_completion_length) * float(spec["expected_length_fraction"])
         generated = 0.0 if stage.trainer == "sft" else rollouts * new
         updated = rollouts * (prompt + new)
         h = (generated / decode_rate + updated / train_rate) / 3600

@@ -184,7 +184,7 @@ def stage_settings(method, domain):
 def replay_inputs(wc):
     """The train rows of the domains trained before stage `wc.stage` (its own domain's aside),
     when the stage's method replays them (training.replay_share)."""
-    if stage_settings(wc.method, wc.domain).training["replay_share"] == 0:
+    if stage_settings(wc.method, wc.domain).training.replay_share == 0:
         return []
     earlier = dict.fromkeys(d for d in SEQUENCE[: int(wc.stage) - 1] if d != wc.domain)
     return [data_file(DOMAINS[d]["train"]) for d in earlier]
@@ -221,10 +221,8 @@ def train_settings(wc):
     """The stage's method and training keys resolved for its domain (another domain's step
     count is not among them, so changing it reruns only that domain's stages), its start and
     anchor checkpoints and its launcher."""
-    settings = stage_settings(wc.method, wc.domain).as_dict()
-    settings["training"] = {k: v for k, v in settings["training"].items() if k != "domain_steps"}
     return {
-        **settings,
+        **stage_settings(wc.method, wc.domain).as_dict(domain_steps=False),
         "start": previous_checkpoint(wc),
         "anchor": anchor(),
         "launcher": rule_resources(config, "train")["launcher"],
@@ -265,7 +263,7 @@ def findings_settings(wc):
     return {
         **plan_settings(wc),
         "findings": config.get("findings", {}),
-        "format_tokens": training_section(config)["collapse"]["format_tokens"],
+        "format_tokens": training_section(config).collapse.format_tokens,
     }
 
 

@@ -61,9 +61,9 @@ class ChainSettings:
         from cptlab.train.spec import training_section
 
         drift = DriftSettings.from_config(config)
-        collapse = training_section(config)["collapse"]
-        ngram = drift.ngram if drift.ngram is not None else int(collapse["ngram"])
-        return cls(drift, ngram, dict(collapse["format_tokens"]))
+        collapse = training_section(config).collapse
+        ngram = drift.ngram if drift.ngram is not None else int(collapse.ngram)
+        return cls(drift, ngram, dict(collapse.format_tokens))
 
     def as_dict(self) -> dict:
         return {**asdict(self.drift), "ngram": self.ngram, "format_tokens": self.format_tokens}

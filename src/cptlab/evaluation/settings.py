@@ -87,9 +87,9 @@ class EvalSettings:
         if settings.chat_template_kwargs is not None:
             return settings
         if method is None:
-            trained = training_section(config)["chat_template_kwargs"]
+            trained = training_section(config).chat_template_kwargs
         else:
-            trained = method_settings(config, method)[2]["chat_template_kwargs"]
+            trained = method_settings(config, method)[2].chat_template_kwargs
         return replace(settings, chat_template_kwargs=dict(trained))
 
     def shard_count(self, benchmark: str) -> int:

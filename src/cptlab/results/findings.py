@@ -103,10 +103,9 @@ class RunTables:
         self.metrics = read_csv(layout.cl_metrics_csv)
         self.scores = read_csv(layout.scores_csv)
         self.last = max(self.plan.stages)
-        self.format_tokens = list(training_section(config)["collapse"]["format_tokens"])
+        self.format_tokens = list(training_section(config).collapse.format_tokens)
         self.kl_budgets = {
-            name: method_settings(config, name)[2]["kl_budget"]
-            for name in config.get("methods") or {}
+            name: method_settings(config, name)[2].kl_budget for name in config.get("methods") or {}
         }
         # Read once: every row of a method with a budget names the stages that missed it.
         self.capped = {

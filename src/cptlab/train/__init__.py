@@ -1,6 +1,8 @@
 """One continual-learning stage with GRPO or SDPO on TRL.
 
-spec.py      method + training settings (defaults, validation against the config schema)
+settings.py  the training section and each trainer's method entry as documented dataclasses
+             (the defaults)
+spec.py      one stage's settings from a config (validation against the config schema)
 rewards.py   the verifier as a TRL reward function (reasons counted, never raises)
 monitor.py   collapse monitor and the errors that stop a stage
 probe.py     KL to the stage start on a fixed probe

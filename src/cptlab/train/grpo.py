@@ -8,6 +8,7 @@ from trl import GRPOConfig, GRPOTrainer
 from trl.trainer.utils import entropy_from_logits, selective_log_softmax
 
 from cptlab.train.mixin import StageRecorder, StageTrainerMixin
+from cptlab.train.settings import GRPOSettings
 from cptlab.train.shared_prompt import completion_logits
 from cptlab.train.vllm_sync import adapt_weight_sync
 
@@ -102,9 +103,8 @@ class CptGRPOTrainer(StageTrainerMixin, GRPOTrainer):
         return torch.cat(logps), torch.cat(entropies) if compute_entropy else None, None
 
 
-def grpo_args(params: dict, common: dict) -> GRPOConfig:
+def grpo_args(params: GRPOSettings, common: dict) -> GRPOConfig:
     """A GRPOConfig from the method's params (TRL's GRPOConfig field names, except the rollout
     batch's updates, which `common` already carries as steps_per_generation) and the shared
     TrainingArguments/TRL keys."""
-    trl_keys = {key: value for key, value in params.items() if key != "updates_per_generation"}
-    return GRPOConfig(**common, **trl_keys)
+    return GRPOConfig(**common, **params.trl_fields())

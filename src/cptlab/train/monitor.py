@@ -22,6 +22,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from cptlab.errors import StageError
+from cptlab.train.settings import CollapseSettings
 
 log = logging.getLogger(__name__)
 
@@ -116,13 +117,13 @@ class CollapseMonitor:
             )
 
     @classmethod
-    def from_config(cls, spec: dict) -> CollapseMonitor:
+    def from_settings(cls, settings: CollapseSettings) -> CollapseMonitor:
         return cls(
-            ngram=spec["ngram"],
-            format_tokens=dict(spec["format_tokens"]),
-            thresholds=dict(spec["thresholds"]),
-            patience=spec["patience"],
-            action=spec["action"],
+            ngram=settings.ngram,
+            format_tokens=dict(settings.format_tokens),
+            thresholds=dict(settings.thresholds),
+            patience=settings.patience,
+            action=settings.action,
         )
 
     def resume_at(self, step: int) -> None:

@@ -56,6 +56,7 @@ from cptlab.errors import InputError
 from cptlab.teacher_prompt import TEACHER_TEMPLATES, strip_reasoning, strip_unopened_thinking
 from cptlab.train.mixin import StageRecorder, StageTrainerMixin
 from cptlab.train.rollout_is import MODES, rollout_is_weights, sampling_logps
+from cptlab.train.settings import SDPOSettings
 from cptlab.train.shared_prompt import completion_logits
 from cptlab.train.vllm_sync import adapt_weight_sync
 
@@ -673,20 +674,20 @@ RESOLVED_KEYS = ("teacher_model_kind", "teacher_anchor", "teacher_trust_region_m
 
 
 def sdpo_args(
-    params: dict, common: dict, anchor_path: str | None, reasoning: str | None = None
+    params: SDPOSettings, common: dict, anchor_path: str | None, reasoning: str | None = None
 ) -> CptSDPOConfig:
     """A CptSDPOConfig from the method's params, the shared keys, the resolved anchor and the
     training benchmark's reasoning pattern."""
-    reprompt, solution, feedback = TEACHER_TEMPLATES[params["teacher_templates"]]
-    trust_region = params["teacher_model_kind"] == "trust_region"
+    reprompt, solution, feedback = TEACHER_TEMPLATES[params.teacher_templates]
+    trust_region = params.teacher_model_kind == "trust_region"
     return CptSDPOConfig(
         **common,
-        **{key: value for key, value in params.items() if key not in RESOLVED_KEYS},
-        teacher_model_kind=TEACHER_KINDS[params["teacher_model_kind"]],
+        **params.trl_fields(RESOLVED_KEYS),
+        teacher_model_kind=TEACHER_KINDS[params.teacher_model_kind],
         teacher_anchor_path=anchor_path,
-        teacher_trust_region_mix=params["teacher_trust_region_mix"] if trust_region else None,
+        teacher_trust_region_mix=params.teacher_trust_region_mix if trust_region else None,
         # the study's templates come with its demonstration cleaning (its second thinking rule)
-        remove_unopened_thinking=params["teacher_templates"] == "study",
+        remove_unopened_thinking=params.teacher_templates == "study",
         demonstration_reasoning=reasoning,
         feedback_from_reward=True,
         reprompt_template=reprompt,

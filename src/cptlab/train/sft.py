@@ -14,6 +14,7 @@ from trl import SFTConfig, SFTTrainer
 
 from cptlab.errors import ConfigError
 from cptlab.train.mixin import StageRecorder, StageTrainerMixin
+from cptlab.train.settings import SFTSettings
 
 
 class CptSFTTrainer(StageTrainerMixin, SFTTrainer):
@@ -56,7 +57,7 @@ def sft_dataset(rows: list[dict], indices: list[int], where: str) -> Dataset:
     )
 
 
-def sft_args(params: dict, common: dict, max_length: int) -> SFTConfig:
+def sft_args(params: SFTSettings, common: dict, max_length: int) -> SFTConfig:
     """An SFTConfig from the method's params (TRL's SFTConfig field names) and the shared
     TrainingArguments keys; sequences are cut at `max_length` tokens (prompt + answer)."""
-    return SFTConfig(**common, **params, max_length=max_length, packing=False)
+    return SFTConfig(**common, **params.trl_fields(), max_length=max_length, packing=False)

@@ -39,15 +39,9 @@ from cptlab.train.probe import KLProbe
 from cptlab.train.replay import replayed_prompts, stage_row_indices
 from cptlab.train.rewards import VerifierReward, check_verifiers
 from cptlab.train.sdpo import TEACHER_STATE, CptSDPOConfig, CptSDPOTrainer, sdpo_args
+from cptlab.train.settings import ANCHOR_BASE, ANCHOR_STAGE_START, SDPOSettings
 from cptlab.train.sft import CptSFTTrainer, sft_args, sft_dataset
-from cptlab.train.spec import (
-    ANCHOR_BASE,
-    ANCHOR_STAGE_START,
-    METHOD_DEFAULTS,
-    StageSettings,
-    resolve_stage,
-    step_shape,
-)
+from cptlab.train.spec import StageSettings, resolve_stage, step_shape
 from cptlab.train.state import LOG, checkpoint_step, checkpoints, prepare_state, read_log
 
 log = logging.getLogger(__name__)
@@ -80,9 +74,9 @@ def resolve_anchor(settings: StageSettings, start: str, anchor: str | None) -> s
     The method's `anchor` is `stage_start`, `base` (the `anchor` argument: the original base
     model, passed by the workflow) or a path.
     """
-    if settings.trainer != "sdpo" or settings.params["teacher_model_kind"] == "live":
+    if settings.trainer != "sdpo" or settings.params.teacher_model_kind == "live":
         return None
-    kind = settings.params["teacher_anchor"]
+    kind = settings.params.teacher_anchor
     if kind == ANCHOR_STAGE_START:
         return None
     if kind == ANCHOR_BASE:
@@ -111,19 +105,19 @@ def trl_common_args(settings: StageSettings, seed: int, output_dir: Path) -> dic
         "max_steps": settings.optimizer_steps,
         "per_device_train_batch_size": micro,
         "gradient_accumulation_steps": accumulation,
-        "learning_rate": t["learning_rate"],
-        "lr_scheduler_type": t["lr_scheduler_type"],
+        "learning_rate": t.learning_rate,
+        "lr_scheduler_type": t.lr_scheduler_type,
         # Counted in rollout batches or in updates (training.lr_schedule_per, the trainer mixin).
-        "warmup_steps": t["warmup_steps"],
-        "weight_decay": t["weight_decay"],
-        "max_grad_norm": t["max_grad_norm"],
-        "bf16": t["bf16"],
+        "warmup_steps": t.warmup_steps,
+        "weight_decay": t.weight_decay,
+        "max_grad_norm": t.max_grad_norm,
+        "bf16": t.bf16,
         # TRL turns checkpointing on by default (slower).
-        CHECKPOINTING_KEY: t["gradient_checkpointing"],
-        "deepspeed": t["deepspeed"],
+        CHECKPOINTING_KEY: t.gradient_checkpointing,
+        "deepspeed": t.deepspeed,
         "save_strategy": "steps",
-        "save_steps": t["save_steps"] * updates,
-        "save_total_limit": t["save_total_limit"],
+        "save_steps": t.save_steps * updates,
+        "save_total_limit": t.save_total_limit,
         "logging_strategy": "steps",
         # One log line per rollout batch: TRL averages its metrics over the batch's updates.
         "logging_steps": updates,
@@ -140,16 +134,16 @@ def trl_common_args(settings: StageSettings, seed: int, output_dir: Path) -> dic
     return {
         **common,
         "steps_per_generation": accumulation * updates,
-        "num_generations": t["num_generations"],
+        "num_generations": t.num_generations,
         "num_iterations": 1,
-        "max_completion_length": t["max_completion_length"],
-        "temperature": t["temperature"],
-        "top_p": t["top_p"],
-        "chat_template_kwargs": dict(t["chat_template_kwargs"]) or None,
-        "mask_truncated_completions": t["mask_truncated_completions"],
-        "use_vllm": t["use_vllm"],
-        "vllm_mode": t["vllm_mode"],
-        **{VLLM_KEYS[k]: v for k, v in t["vllm"].items()},
+        "max_completion_length": t.max_completion_length,
+        "temperature": t.temperature,
+        "top_p": t.top_p,
+        "chat_template_kwargs": dict(t.chat_template_kwargs) or None,
+        "mask_truncated_completions": t.mask_truncated_completions,
+        "use_vllm": t.use_vllm,
+        "vllm_mode": t.vllm_mode,
+        **{VLLM_KEYS[k]: v for k, v in t.vllm.items()},
     }
 
 
@@ -162,9 +156,9 @@ def trl_args(
         return grpo_args(settings.params, common)
     if settings.trainer == "sft":
         t = settings.training
-        max_length = t["max_prompt_length"] + t["max_completion_length"]
+        max_length = t.max_prompt_length + t.max_completion_length
         return sft_args(settings.params, common, max_length)
-    common["max_prompt_length"] = settings.training["max_prompt_length"]
+    common["max_prompt_length"] = settings.training.max_prompt_length
     reasoning = get_benchmark(settings.train_benchmark).reasoning
     return sdpo_args(settings.params, common, anchor_path, reasoning)
 
@@ -213,61 +207,62 @@ def build_trainer(
     t = settings.training
     # DeepSpeed from the config or from the launcher's (`accelerate launch --config_file`);
     # before the arguments, whose own PartialState may start DeepSpeed's backend.
-    deepspeed = t["deepspeed"] or os.environ.get("ACCELERATE_USE_DEEPSPEED", "").lower() == "true"
+    deepspeed = t.deepspeed or os.environ.get("ACCELERATE_USE_DEEPSPEED", "").lower() == "true"
     if deepspeed and not torch.cuda.is_available():
         skip_cpu_shm_allreduce()
     args = trl_args(settings, seed, state_dir, anchor_path)  # before loading: DeepSpeed ZeRO-3 init
     tokenizer = load_tokenizer(str(start))
-    init = {"dtype": t["dtype"] if t["dtype"] == "auto" else getattr(torch, t["dtype"])}
-    if t["attn_implementation"]:
-        init["attn_implementation"] = t["attn_implementation"]
+    init = {"dtype": t.dtype if t.dtype == "auto" else getattr(torch, t.dtype)}
+    if t.attn_implementation:
+        init["attn_implementation"] = t.attn_implementation
     model = load_model(start, **init)
-    monitor = CollapseMonitor.from_config(t["collapse"])
+    monitor = CollapseMonitor.from_settings(t.collapse)
     indices = stage_row_indices(
         len(rows),
         len(replay_rows),
         settings.steps,
-        t["prompts_per_step"],
-        t["replay_share"],
+        t.prompts_per_step,
+        t.replay_share,
         seed,
     )
     # The KL probe stays on the stage's own rows; the rest index the stage's rows then the
     # replayed ones.
     probe_rows, rows = rows, [*rows, *replay_rows]
-    reward = reward or VerifierReward(rows, workers=t["reward_workers"])
+    reward = reward or VerifierReward(rows, workers=t.reward_workers)
     reward.eos_token_id = tokenizer.eos_token_id  # the study's truncation test (rewards.py)
     reward.monitor = monitor
     probe = None
-    spec = t["kl_probe"]
-    if spec["prompts"] > 0:
+    spec = t.kl_probe
+    if spec.prompts > 0:
         if not (args.deepspeed or args.fsdp):
             model.to(args.device)
         picks = random.Random(seed).sample(
-            range(len(probe_rows)), min(spec["prompts"], len(probe_rows))
+            range(len(probe_rows)), min(spec.prompts, len(probe_rows))
         )
         probe = KLProbe.sample(
             model,
             tokenizer,
             [probe_rows[i]["prompt"] for i in picks],
-            max_tokens=min(spec["max_tokens"], t["max_completion_length"]),
+            max_tokens=min(spec.max_tokens, t.max_completion_length),
             temperature=1.0,
             seed=seed,
-            every=spec["every"],
-            chat_template_kwargs=t["chat_template_kwargs"],
+            every=spec.every,
+            chat_template_kwargs=t.chat_template_kwargs,
         )
     recorder = StageRecorder(
         log_path=Path(log_path) if log_path else state_dir / LOG,
         reward=reward,
         monitor=monitor,
         probe=probe,
-        success_reward_threshold=settings.params.get(
-            "success_reward_threshold", METHOD_DEFAULTS["sdpo"]["success_reward_threshold"]
-        ),
-        kl_budget=t["kl_budget"],
+        # GRPO and SFT count successes at SDPO's default threshold.
+        success_reward_threshold=settings.params.success_reward_threshold
+        if settings.trainer == "sdpo"
+        else SDPOSettings.success_reward_threshold,
+        kl_budget=t.kl_budget,
     )
     optimization = {
-        "lr_schedule_per": t["lr_schedule_per"],
-        "weight_decay_on": t["weight_decay_on"],
+        "lr_schedule_per": t.lr_schedule_per,
+        "weight_decay_on": t.weight_decay_on,
     }
     if settings.trainer == "sft":
         return CptSFTTrainer(
@@ -288,8 +283,8 @@ def build_trainer(
         processing_class=tokenizer,
         callbacks=callbacks,
         recorder=recorder,
-        shared_prompt_forward=t["shared_prompt_forward"],
-        compact_generation=t["compact_generation"],
+        shared_prompt_forward=t.shared_prompt_forward,
+        compact_generation=t.compact_generation,
         **optimization,
     )
 
@@ -426,8 +421,8 @@ def train_stage(
     anchor_path = resolve_anchor(settings, str(start), None if anchor is None else str(anchor))
 
     tokenizer = load_tokenizer(str(start))
-    limit = settings.training["max_prompt_length"]
-    kwargs = settings.training["chat_template_kwargs"]
+    limit = settings.training.max_prompt_length
+    kwargs = settings.training.chat_template_kwargs
 
     def within_limit(rows: list[dict], source: Path) -> list[dict]:
         kept = [r for r in rows if prompt_length(tokenizer, r["prompt"], kwargs) <= limit]
@@ -446,14 +441,14 @@ def train_stage(
         earlier = read_jsonl(source)
         check_verifiers(earlier, str(source))
         replay_rows += within_limit(earlier, source)
-    share = settings.training["replay_share"]
+    share = settings.training.replay_share
     if share > 0 and not replay_rows:  # stage 1: nothing trained before it
         log.info("replay_share %s: no earlier rows to replay in this stage", share)
 
     state = PartialState(cpu=not torch.cuda.is_available())  # as the trainer's (use_cpu)
     required = (
         (TEACHER_STATE,)
-        if settings.trainer == "sdpo" and settings.params["teacher_model_kind"] == "ema"
+        if settings.trainer == "sdpo" and settings.params.teacher_model_kind == "ema"
         else ()
     )
     fingerprint = _fingerprint(settings, seed, start, anchor_path, data_file, replay_files)
@@ -506,7 +501,7 @@ def train_stage(
         "status": "complete" if stopped is None else "stopped",
         "stopped": stopped,
         "kl_budget": {
-            "budget": settings.training["kl_budget"],
+            "budget": settings.training.kl_budget,
             "reached": trainer.recorder.budget_reached,  # {step, kl_to_start}, None at the cap
         },
         "method": method,
@@ -529,7 +524,7 @@ def train_stage(
             "sources": [str(f) for f in replay_files],
             "rows": len(replay_rows),
             "prompts": replayed_prompts(
-                share, settings.steps * settings.training["prompts_per_step"], len(replay_rows)
+                share, settings.steps * settings.training.prompts_per_step, len(replay_rows)
             ),
         },
         "final": {k: v for k, v in last.items() if not isinstance(v, dict | list)},
