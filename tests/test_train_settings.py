@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from cptlab.config import load_config, schema
+from cptlab.config import schema
 from cptlab.train.settings import (
     METHOD_SETTINGS,
     CollapseSettings,
@@ -25,6 +25,7 @@ from cptlab.train.settings import (
     TrainingSettings,
 )
 from cptlab.train.spec import resolve_stage, training_section
+from cptlab.validation import load_config
 
 FIXTURE = json.loads(Path("tests/fixtures/stage_settings.json").read_text())
 
