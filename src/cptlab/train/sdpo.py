@@ -26,7 +26,6 @@ Overrides (everything else is TRL's code, unchanged):
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
@@ -53,6 +52,7 @@ from trl.trainer.utils import (
 )
 
 from cptlab.teacher_prompt import TEACHER_TEMPLATES, strip_reasoning, strip_unopened_thinking
+from cptlab.train.distributed import gathered_parameters
 from cptlab.train.mixin import StageRecorder, StageTrainerMixin
 from cptlab.train.rollout_is import MODES, rollout_is_weights, sampling_logps
 from cptlab.train.shared_prompt import completion_logits
@@ -285,17 +285,6 @@ class VerifierFeedbackContextBuilder(SuccessfulRolloutTeacherContextBuilder):
         }
 
 
-def _gathered(params, modifier_rank=None):
-    """DeepSpeed ZeRO-3 gathers sharded parameters; a no-op otherwise."""
-    from transformers.integrations import is_deepspeed_zero3_enabled
-
-    if is_deepspeed_zero3_enabled():
-        import deepspeed
-
-        return deepspeed.zero.GatheredParameters(params, modifier_rank=modifier_rank)
-    return contextlib.nullcontext()
-
-
 def _mask_seed(*parts: int) -> int:
     digest = hashlib.sha256(":".join(map(str, parts)).encode()).digest()
     return int.from_bytes(digest[:8], "little") & ((1 << 63) - 1)
@@ -396,7 +385,7 @@ class CptSDPOTrainer(StageTrainerMixin, SDPOTrainer):
                 self._get_output_dir(trial=trial), f"checkpoint-{self.state.global_step}"
             )
             params = self.teacher_parameters()
-            with _gathered(params):
+            with gathered_parameters(params):
                 if self.args.should_save:
                     os.makedirs(folder, exist_ok=True)
                     torch.save(
@@ -420,7 +409,7 @@ class CptSDPOTrainer(StageTrainerMixin, SDPOTrainer):
             )
         saved = torch.load(path, map_location="cpu", weights_only=True)
         params = self.teacher_parameters()
-        with _gathered(params, modifier_rank=0), torch.no_grad():
+        with gathered_parameters(params, modifier_rank=0), torch.no_grad():
             for param, value in zip(params, saved, strict=True):
                 param.data.copy_(value.to(param.device, param.dtype))
 

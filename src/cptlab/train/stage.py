@@ -32,6 +32,7 @@ from cptlab.config import ConfigError
 from cptlab.domains import get_benchmark
 from cptlab.provenance import SourceTree
 from cptlab.rows import read_jsonl
+from cptlab.train.distributed import gathered_parameters
 from cptlab.train.grpo import CptGRPOTrainer, grpo_args
 from cptlab.train.mixin import StageRecorder
 from cptlab.train.monitor import CollapseMonitor
@@ -314,11 +315,9 @@ def _fingerprint(settings, seed, start, anchor_path, data_file: Path, replay_fil
 
 def parameters_sha256(parameters) -> str:
     """A digest of parameter values (gathered first under DeepSpeed ZeRO-3)."""
-    from cptlab.train.sdpo import _gathered
-
     params = list(parameters)
     digest = hashlib.sha256()
-    with _gathered(params):
+    with gathered_parameters(params):
         for param in params:
             digest.update(param.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy())
     return digest.hexdigest()
