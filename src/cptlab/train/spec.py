@@ -10,6 +10,7 @@ from typing import Any
 
 import cptlab.config
 from cptlab.config import ConfigError, check_schema, merge
+from cptlab.train.teachers import TEACHER_KINDS, TeacherKind, canonical_kind
 
 TRAINING_DEFAULTS: dict[str, Any] = {
     "steps": 50,
@@ -111,9 +112,6 @@ METHOD_DEFAULTS: dict[str, dict[str, Any]] = {
 # rollout batches (training.lr_schedule_per).
 METRIC_SCHEDULERS = ("reduce_lr_on_plateau", "greedy")
 
-ANCHOR_STAGE_START = "stage_start"
-ANCHOR_BASE = "base"
-
 
 def _validate(section: str, value: Any, where: str) -> None:
     """Check one top-level section (`methods` or `training`) against the project schema."""
@@ -152,6 +150,11 @@ class StageSettings:
     domain: str
     train_benchmark: str
     steps: int
+
+    @property
+    def teacher(self) -> TeacherKind | None:
+        """The SDPO teacher's kind (cptlab.train.teachers); None for another trainer."""
+        return TEACHER_KINDS[self.params["teacher_model_kind"]] if self.trainer == "sdpo" else None
 
     @property
     def updates(self) -> int:
@@ -224,6 +227,8 @@ def method_settings(config: dict, method: str, source: str = "config") -> tuple[
     _validate("training", overrides, f"{where}.training")
     training = merge(training_section(config, source), overrides)
     params = {**METHOD_DEFAULTS[trainer], **entry}
+    if trainer == "sdpo":
+        params["teacher_model_kind"] = canonical_kind(params["teacher_model_kind"], where)
     _check_semantics(trainer, params, training, where)
     return trainer, params, training
 
@@ -294,13 +299,9 @@ def _check_semantics(trainer: str, p: dict, t: dict, where: str) -> None:
                 f"{where}: distillation_topk must be set exactly when distillation_mode is "
                 "topk_logits"
             )
-        if p["teacher_model_kind"] == "live" and (
-            p["teacher_anchor"] != ANCHOR_STAGE_START or p["teacher_anchor_mix"] != 1.0
-        ):
-            raise ConfigError(
-                f"{where}: a live teacher is the student; "
-                "it takes no teacher_anchor/teacher_anchor_mix"
-            )
+        problem = TEACHER_KINDS[p["teacher_model_kind"]].check(p)
+        if problem:
+            raise ConfigError(f"{where}: {problem}")
     if trainer == "grpo" and p["delta"] is not None and p["delta"] <= 1 + p["epsilon_high"]:
         # At or below 1 + epsilon_high TRL's bound would also cap positive advantages' ratios:
         # no longer the dual clip, which acts on negative advantages only.

@@ -39,17 +39,11 @@ from cptlab.train.monitor import CollapseMonitor
 from cptlab.train.probe import KLProbe
 from cptlab.train.replay import replayed_prompts, stage_row_indices
 from cptlab.train.rewards import VerifierReward, check_verifiers
-from cptlab.train.sdpo import TEACHER_STATE, CptSDPOConfig, CptSDPOTrainer, sdpo_args
+from cptlab.train.sdpo import CptSDPOConfig, CptSDPOTrainer, sdpo_args
 from cptlab.train.sft import CptSFTTrainer, sft_args, sft_dataset
-from cptlab.train.spec import (
-    ANCHOR_BASE,
-    ANCHOR_STAGE_START,
-    METHOD_DEFAULTS,
-    StageSettings,
-    resolve_stage,
-    step_shape,
-)
+from cptlab.train.spec import METHOD_DEFAULTS, StageSettings, resolve_stage, step_shape
 from cptlab.train.state import LOG, checkpoint_step, checkpoints, prepare_state, read_log
+from cptlab.train.teachers import ANCHOR_BASE, ANCHOR_STAGE_START
 
 log = logging.getLogger(__name__)
 
@@ -76,24 +70,26 @@ CHECKPOINTING_KEY = (
 
 
 def resolve_anchor(settings: StageSettings, start: str, anchor: str | None) -> str | None:
-    """The frozen/EMA teacher's anchor path, or None for the stage start.
+    """The checkpoint an anchored teacher (cptlab.train.teachers) starts from, or None for the
+    stage start.
 
-    The method's `anchor` is `stage_start`, `base` (the `anchor` argument: the original base
-    model, passed by the workflow) or a path.
+    The method's `teacher_anchor` is `stage_start`, `base` (the `anchor` argument: the original
+    base model, passed by the workflow) or a path.
     """
-    if settings.trainer != "sdpo" or settings.params["teacher_model_kind"] == "live":
+    if settings.teacher is None or not settings.teacher.anchored:
         return None
-    kind = settings.params["teacher_anchor"]
-    if kind == ANCHOR_STAGE_START:
+    teacher_anchor = settings.params["teacher_anchor"]
+    if teacher_anchor == ANCHOR_STAGE_START:
         return None
-    if kind == ANCHOR_BASE:
+    if teacher_anchor == ANCHOR_BASE:
         if anchor is None:
             raise ConfigError(
-                f"methods.{settings.method}.anchor is 'base' but no base model was given (--anchor)"
+                f"methods.{settings.method}.teacher_anchor is 'base' but no base model was given "
+                "(--anchor)"
             )
         path = str(anchor)
     else:
-        path = kind
+        path = teacher_anchor
     same = Path(path).resolve() == Path(start).resolve() if Path(path).exists() else path == start
     return None if same else path  # None: the anchor is the stage start (stage 1, anchor base)
 
@@ -405,7 +401,7 @@ def train_stage(
     start      the checkpoint the stage starts from (the base model in stage 1)
     out        output folder
     state_dir  resumable trainer state, outside `out`; rerunning after a kill resumes from it
-    anchor     the original base model, used when the method's teacher anchor is `base`
+    anchor     the original base model, used when the method's `teacher_anchor` is `base`
     threads    torch CPU threads
     data       the prepared rows (JSONL) of the domain's `train` benchmark
     replay     the prepared train rows of the domains trained in earlier stages, which
@@ -450,11 +446,8 @@ def train_stage(
         log.info("replay_share %s: no earlier rows to replay in this stage", share)
 
     state = PartialState(cpu=not torch.cuda.is_available())  # as the trainer's (use_cpu)
-    required = (
-        (TEACHER_STATE,)
-        if settings.trainer == "sdpo" and settings.params["teacher_model_kind"] == "ema"
-        else ()
-    )
+    teacher = settings.teacher  # what it carries across steps is part of a resumable checkpoint
+    required = (teacher.state_file,) if teacher is not None and teacher.state_file else ()
     fingerprint = _fingerprint(settings, seed, start, anchor_path, data_file, replay_files)
     if state.is_main_process:
         resume = prepare_state(state_dir, fingerprint, required)
