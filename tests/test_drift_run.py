@@ -58,7 +58,7 @@ CONFIG = {
     "run": {"sequence": SEQUENCE, "methods": METHODS, "seeds": [0]},
     "methods": {
         "grpo": {"trainer": "grpo"},
-        "sdpo_frozen": {"trainer": "sdpo", "teacher_model_kind": "base"},
+        "sdpo_frozen": {"trainer": "sdpo", "teacher_model_kind": "frozen"},
     },
     "drift": {"k": 4, "embedder": "hashing", "max_samples": 30, "tsne_points": 10, "ngram": 3},
 }

@@ -457,7 +457,7 @@ def test_paper_config_pins_the_studys_values() -> None:
     it (the method's keys over the trainer's defaults, the training section with overrides)."""
     from cptlab.train.spec import resolve_stage
 
-    teachers = {"sdpo_frozen": "base", "sdpo_ema5": "ema", "sdpo_frozen_cot": "base"}
+    teachers = {"sdpo_frozen": "frozen", "sdpo_ema5": "ema", "sdpo_frozen_cot": "frozen"}
     for method in PAPER["methods"]:
         settings = resolve_stage(PAPER, method, "math")
         assert {k: getattr(settings.training, k) for k in STUDY_TRAINING} == STUDY_TRAINING, method

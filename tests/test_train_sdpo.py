@@ -37,34 +37,34 @@ def world(tmp_path_factory):
     config["methods"].update(
         sdpo_base_anchor={
             "trainer": "sdpo",
-            "teacher_model_kind": "base",
+            "teacher_model_kind": "frozen",
             "teacher_anchor": "base",
         },
         sdpo_mix={
             "trainer": "sdpo",
-            "teacher_model_kind": "base",
+            "teacher_model_kind": "frozen",
             "teacher_anchor": "base",
             "teacher_anchor_mix": 0.5,
         },
         sdpo_mask={
             "trainer": "sdpo",
-            "teacher_model_kind": "base",
+            "teacher_model_kind": "frozen",
             "distillation_token_mask_ratio": 0.3,
         },
         sdpo_feedback={
             "trainer": "sdpo",
-            "teacher_model_kind": "base",
+            "teacher_model_kind": "frozen",
             "include_environment_feedback": True,
         },
         sdpo_feedback_on_success={
             "trainer": "sdpo",
-            "teacher_model_kind": "base",
+            "teacher_model_kind": "frozen",
             "include_environment_feedback": True,
             "environment_feedback_on_success": True,
         },
         sdpo_study={
             "trainer": "sdpo",
-            "teacher_model_kind": "base",
+            "teacher_model_kind": "frozen",
             "teacher_templates": "study",
             "include_environment_feedback": True,
         },  # fmt: skip
@@ -379,7 +379,7 @@ def test_other_distillation_objectives_train(world, mode):
 def test_long_teacher_prompts_are_cut_on_the_configured_side(world, side):
     world["config"]["methods"]["sdpo_cut"] = {
         "trainer": "sdpo",
-        "teacher_model_kind": "base",
+        "teacher_model_kind": "frozen",
         "reprompt_truncation": side,
     }
     trainer = make(world, "sdpo_cut")
@@ -431,7 +431,7 @@ def test_rollout_weights_multiply_the_distillation_loss(world):
     per-sequence token mean; weights of 1 give TRL's loss."""
     world["config"]["methods"]["sdpo_topk"] = {
         "trainer": "sdpo",
-        "teacher_model_kind": "base",
+        "teacher_model_kind": "frozen",
         "distillation_mode": "topk_logits",
         "distillation_topk": 8,
         "distillation_add_tail": True,
@@ -474,7 +474,7 @@ def test_rollout_weights_come_from_the_training_model_before_the_update(world):
     sampler's, per token, clamped at 2.0 as the study does."""
     world["config"]["methods"]["sdpo_is"] = {
         "trainer": "sdpo",
-        "teacher_model_kind": "base",
+        "teacher_model_kind": "frozen",
         "vllm_importance_sampling_mode": "token_truncate",
         "vllm_importance_sampling_clip_max": 2.0,
     }

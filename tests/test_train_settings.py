@@ -1,7 +1,8 @@
 """The training settings (cptlab.train.settings): each key documented and in the schema, and
 the settings as the stages' provenance records them: every shipped experiment's
 resolved stage settings equal, key for key and in order, those written by the dict-based spec
-of main 599dd4b (tests/fixtures/stage_settings.json). A stage's fingerprint, its manifest and
+of main 599dd4b (tests/fixtures/stage_settings.json; since then, teacher kinds `base` and `live`
+are named `frozen` and `student`). A stage's fingerprint, its manifest and
 the workflow's rerun triggers hash that dict, so a default changed here reruns every stage:
 change the fixture by hand only with such a change."""
 

@@ -65,7 +65,7 @@ def test_method_training_overrides_and_domain_steps():
         (lambda c: c["methods"]["sdpo_ema"].update(ema_rte=0.1), "ema_rte"),
         (lambda c: c["training"].update(steps=0), "training.steps"),
         (lambda c: c["methods"]["sdpo_ema"].update(distillation_alpha=0.5), "reverse KL"),
-        (lambda c: c["methods"]["sdpo_live"].update(teacher_anchor="base"), "live teacher"),
+        (lambda c: c["methods"]["sdpo_live"].update(teacher_anchor="base"), "student teacher"),
         (lambda c: c["training"]["collapse"].update(action="panic"), "collapse.action"),
         (lambda c: c["training"].update(lr_schedule_per="step"), "training.lr_schedule_per"),
         (lambda c: c["training"].update(weight_decay_on="none"), "training.weight_decay_on"),
@@ -75,7 +75,7 @@ def test_method_training_overrides_and_domain_steps():
 def test_bad_settings_name_the_key(change, message):
     config = tiny_config()
     change(config)
-    method = "sdpo_live" if "live" in message else "sdpo_ema"
+    method = "sdpo_live" if "student teacher" in message else "sdpo_ema"
     with pytest.raises(ConfigError, match=message.replace(".", r"\.")):
         resolve_stage(config, method, "math")
 

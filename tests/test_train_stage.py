@@ -20,6 +20,7 @@ from cptlab.errors import ConfigError
 from cptlab.train.grpo import CptGRPOTrainer
 from cptlab.train.monitor import CollapseError, NonFiniteError
 from cptlab.train.stage import train_stage
+from cptlab.train.teachers import TEACHER_KINDS
 from cptlab.verifiers import VERIFIERS, Verdict, register
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -128,6 +129,26 @@ def test_resume_after_kill_ends_with_the_same_weights(world, method):
     for x, y in zip(*logs, strict=True):
         assert x["loss"] == y["loss"]
         assert x.get("verifier/reward_mean") == y.get("verifier/reward_mean")
+
+
+@pytest.mark.parametrize("kind", TEACHER_KINDS)
+def test_every_teacher_kind_resumes_to_the_same_weights(world, kind):
+    """Killed after checkpoint 2 and resumed, a stage of each SDPO teacher kind ends with the
+    student and the teacher of an uninterrupted run: whatever a kind carries across steps is
+    in the checkpoint (cptlab.train.teachers)."""
+    config = json.loads(json.dumps(world["config"]))
+    method = f"sdpo_teacher_{kind}"
+    config["methods"][method] = {"trainer": "sdpo", "teacher_model_kind": kind}
+    if kind == "ema":  # a teacher that moves far enough for a lost state to show
+        config["methods"][method]["teacher_update_rate"] = 0.5
+    config["training"].update(steps=3)
+    whole = run(world, f"whole-{method}", method, config)
+    with pytest.raises(KeyboardInterrupt):
+        run(world, f"killed-{method}", method, config, callbacks=[Kill(at=2)])
+    resumed = run(world, f"killed-{method}", method, config)
+    assert resumed["resumed_from"] == "checkpoint-2"
+    assert resumed["ranks"] == whole["ranks"]  # student and (separate) teacher digests
+    assert resumed["weights_sha256"] == whole["weights_sha256"]
 
 
 def test_several_updates_per_rollout_batch(world, monkeypatch):

@@ -49,12 +49,12 @@ TINY_TRAINING = {
 
 TINY_METHODS = {
     "grpo": {"trainer": "grpo"},
-    "sdpo_frozen": {"trainer": "sdpo", "teacher_model_kind": "base"},
+    "sdpo_frozen": {"trainer": "sdpo", "teacher_model_kind": "frozen"},
     "sdpo_ema": {"trainer": "sdpo", "teacher_model_kind": "ema", "teacher_update_rate": 0.25},
-    "sdpo_live": {"trainer": "sdpo", "teacher_model_kind": "live"},
+    "sdpo_live": {"trainer": "sdpo", "teacher_model_kind": "student"},
     "sdpo_frozen_cot": {
         "trainer": "sdpo",
-        "teacher_model_kind": "base",
+        "teacher_model_kind": "frozen",
         "remove_thinking_from_demonstration": False,
     },
 }

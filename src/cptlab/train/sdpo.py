@@ -13,8 +13,9 @@ Overrides (everything else is TRL's code, unchanged):
   `environment_feedback_on_success`) reaches the teacher prompt through TRL's
   `privileged_context` channel; a demonstration loses the study's unopened reasoning and the
   training benchmark's own reasoning format with its `<think>` blocks.
-- `_save_checkpoint` / `_load_optimizer_and_scheduler`: the EMA teacher's weights are part of the
-  trainer checkpoint, so a resumed run continues the same teacher.
+- `_save_checkpoint` / `_load_optimizer_and_scheduler`: the teacher's state (its kind's
+  `state_file` in cptlab.train.teachers: the EMA teacher's weights) is part of the trainer
+  checkpoint, so a resumed run continues the same teacher.
 - the trust-region teacher: teacher logits = lerp(reference, student, mix) on the teacher's input.
 - `_generate_vllm` / `sample_rollouts` / `_compute_self_distillation_loss`: the rollout
   importance weight of vLLM rollouts (TRL's GRPO keys and modes) multiplies the per-token
@@ -26,7 +27,6 @@ Overrides (everything else is TRL's code, unchanged):
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
@@ -54,16 +54,15 @@ from trl.trainer.utils import (
 
 from cptlab.errors import InputError
 from cptlab.teacher_prompt import TEACHER_TEMPLATES, strip_reasoning, strip_unopened_thinking
+from cptlab.train.distributed import gathered_parameters
 from cptlab.train.mixin import StageRecorder, StageTrainerMixin
 from cptlab.train.rollout_is import MODES, rollout_is_weights, sampling_logps
 from cptlab.train.settings import SDPOSettings
 from cptlab.train.shared_prompt import completion_logits
+from cptlab.train.teachers import TEACHER_KINDS, TeacherKind, trl_teacher
 from cptlab.train.vllm_sync import adapt_weight_sync
 
-# teacher_model_kind -> TRL's: trust_region is TRL's frozen teacher, mixed with the student
-TEACHER_KINDS = {"base": "base", "ema": "ema", "live": "live", "trust_region": "base"}
 TRUNCATION_SIDES = ("left", "right", "error")
-TEACHER_STATE = "sdpo_teacher.pt"
 
 
 @dataclass
@@ -191,11 +190,12 @@ class CptSDPOConfig(SDPOConfig):
                 f"`vllm_importance_sampling_mode` must be one of {MODES}, "
                 f"got {self.vllm_importance_sampling_mode!r}."
             )
-        if self.teacher_trust_region_mix is not None and (
-            self.teacher_model_kind != "base" or not 0.0 <= self.teacher_trust_region_mix <= 1.0
+        if self.teacher_trust_region_mix is not None and not (
+            0.0 <= self.teacher_trust_region_mix <= 1.0
         ):
             raise ValueError(
-                "`teacher_trust_region_mix` needs teacher_model_kind='base' and a value in [0, 1]."
+                "`teacher_trust_region_mix` must be in [0, 1], "
+                f"got {self.teacher_trust_region_mix}."
             )
         if not 0.0 <= self.teacher_anchor_mix <= 1.0:
             raise ValueError(
@@ -206,12 +206,19 @@ class CptSDPOConfig(SDPOConfig):
                 "`distillation_token_mask_ratio` must be in [0, 1), got "
                 f"{self.distillation_token_mask_ratio}."
             )
-        if self.teacher_model_kind == "live" and (
+        teacher = self.teacher  # raises for a trust region on a kind without one
+        if not teacher.anchored and (
             self.teacher_anchor_path is not None or self.teacher_anchor_mix != 1.0
         ):
             raise ValueError(
-                "A live teacher is the student itself: it takes no anchor or anchor mix."
+                f"A {teacher.name} teacher is {teacher.summary}: it takes no anchor or anchor mix."
             )
+
+    @property
+    def teacher(self) -> TeacherKind:
+        """The teacher kind this config runs (cptlab.train.teachers): TRL's
+        `teacher_model_kind`, with the trust region when `teacher_trust_region_mix` is set."""
+        return trl_teacher(self.teacher_model_kind, self.teacher_trust_region_mix is not None)
 
 
 class VerifierFeedbackContextBuilder(SuccessfulRolloutTeacherContextBuilder):
@@ -287,17 +294,6 @@ class VerifierFeedbackContextBuilder(SuccessfulRolloutTeacherContextBuilder):
         }
 
 
-def _gathered(params, modifier_rank=None):
-    """DeepSpeed ZeRO-3 gathers sharded parameters; a no-op otherwise."""
-    from transformers.integrations import is_deepspeed_zero3_enabled
-
-    if is_deepspeed_zero3_enabled():
-        import deepspeed
-
-        return deepspeed.zero.GatheredParameters(params, modifier_rank=modifier_rank)
-    return contextlib.nullcontext()
-
-
 def _mask_seed(*parts: int) -> int:
     digest = hashlib.sha256(":".join(map(str, parts)).encode()).digest()
     return int.from_bytes(digest[:8], "little") & ((1 << 63) - 1)
@@ -350,7 +346,7 @@ class CptSDPOTrainer(StageTrainerMixin, SDPOTrainer):
     def _setup_teacher_model(self) -> None:
         args = self.args
         anchored = args.teacher_anchor_path is not None or args.teacher_anchor_mix != 1.0
-        if args.teacher_model_kind == "live" or is_peft_model(self.model):
+        if not args.teacher.anchored or is_peft_model(self.model):
             if anchored:
                 raise ValueError(
                     "teacher anchor/mix needs a frozen or EMA teacher on a non-PEFT model"
@@ -384,7 +380,7 @@ class CptSDPOTrainer(StageTrainerMixin, SDPOTrainer):
             teacher = self.accelerator.prepare_model(teacher, evaluation_mode=True)
         self.teacher_model = teacher
         self.teacher_anchor = anchor
-        if args.teacher_model_kind == "ema":
+        if args.teacher_model_kind == "ema":  # as TRL's _setup_teacher_model
             self.add_callback(
                 SyncTeacherModelCallback(teacher_model=teacher, accelerator=self.accelerator)
             )
@@ -393,36 +389,34 @@ class CptSDPOTrainer(StageTrainerMixin, SDPOTrainer):
         return list(self.accelerator.unwrap_model(self.teacher_model).parameters())
 
     def _save_checkpoint(self, model, trial):
-        if self.args.teacher_model_kind == "ema" and self.teacher_model is not self.model:
+        state_file = self.args.teacher.state_file
+        if state_file is not None and self.teacher_model is not self.model:
             folder = os.path.join(
                 self._get_output_dir(trial=trial), f"checkpoint-{self.state.global_step}"
             )
             params = self.teacher_parameters()
-            with _gathered(params):
+            with gathered_parameters(params):
                 if self.args.should_save:
                     os.makedirs(folder, exist_ok=True)
                     torch.save(
                         [p.detach().cpu().clone() for p in params],
-                        os.path.join(folder, TEACHER_STATE),
+                        os.path.join(folder, state_file),
                     )
         super()._save_checkpoint(model, trial)  # writes trainer_state.json last
 
     def _load_optimizer_and_scheduler(self, checkpoint):
         super()._load_optimizer_and_scheduler(checkpoint)
-        if (
-            checkpoint is None
-            or self.args.teacher_model_kind != "ema"
-            or self.teacher_model is self.model
-        ):
+        teacher = self.args.teacher
+        if checkpoint is None or teacher.state_file is None or self.teacher_model is self.model:
             return
-        path = os.path.join(checkpoint, TEACHER_STATE)
+        path = os.path.join(checkpoint, teacher.state_file)
         if not os.path.exists(path):
             raise FileNotFoundError(
-                f"{checkpoint}: no {TEACHER_STATE}; cannot resume the EMA teacher"
+                f"{checkpoint}: no {teacher.state_file}; cannot resume the {teacher.name} teacher"
             )
         saved = torch.load(path, map_location="cpu", weights_only=True)
         params = self.teacher_parameters()
-        with _gathered(params, modifier_rank=0), torch.no_grad():
+        with gathered_parameters(params, modifier_rank=0), torch.no_grad():
             for param, value in zip(params, saved, strict=True):
                 param.data.copy_(value.to(param.device, param.dtype))
 
@@ -679,13 +673,13 @@ def sdpo_args(
     """A CptSDPOConfig from the method's params, the shared keys, the resolved anchor and the
     training benchmark's reasoning pattern."""
     reprompt, solution, feedback = TEACHER_TEMPLATES[params.teacher_templates]
-    trust_region = params.teacher_model_kind == "trust_region"
+    teacher = TEACHER_KINDS[params.teacher_model_kind]
     return CptSDPOConfig(
         **common,
         **params.trl_fields(RESOLVED_KEYS),
-        teacher_model_kind=TEACHER_KINDS[params.teacher_model_kind],
+        teacher_model_kind=teacher.trl_kind,
         teacher_anchor_path=anchor_path,
-        teacher_trust_region_mix=params.teacher_trust_region_mix if trust_region else None,
+        teacher_trust_region_mix=params.teacher_trust_region_mix if teacher.trust_region else None,
         # the study's templates come with its demonstration cleaning (its second thinking rule)
         remove_unopened_thinking=params.teacher_templates == "study",
         demonstration_reasoning=reasoning,

@@ -14,10 +14,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from cptlab.config import merge
-
-# teacher_anchor's named checkpoints (any other value is a path)
-ANCHOR_STAGE_START = "stage_start"
-ANCHOR_BASE = "base"
+from cptlab.train.teachers import ANCHOR_STAGE_START
 
 
 class SettingsSection:

@@ -12,12 +12,8 @@ from typing import Any
 import cptlab.config
 from cptlab.config import check_schema
 from cptlab.errors import ConfigError
-from cptlab.train.settings import (
-    ANCHOR_STAGE_START,
-    METHOD_SETTINGS,
-    MethodSettings,
-    TrainingSettings,
-)
+from cptlab.train.settings import METHOD_SETTINGS, MethodSettings, TrainingSettings
+from cptlab.train.teachers import TEACHER_KINDS, TeacherKind, canonical_kind
 
 # transformers schedulers driven by a metric rather than a step count: nothing to count in
 # rollout batches (training.lr_schedule_per).
@@ -63,6 +59,11 @@ class StageSettings:
     domain: str
     train_benchmark: str
     steps: int
+
+    @property
+    def teacher(self) -> TeacherKind | None:
+        """The SDPO teacher's kind (cptlab.train.teachers); None for another trainer."""
+        return TEACHER_KINDS[self.params.teacher_model_kind] if self.trainer == "sdpo" else None
 
     @property
     def updates(self) -> int:
@@ -143,6 +144,8 @@ def method_settings(
         )
     _validate("training", overrides, f"{where}.training")
     training = training_section(config, source).with_overrides(overrides)
+    if trainer == "sdpo" and "teacher_model_kind" in entry:
+        entry["teacher_model_kind"] = canonical_kind(entry["teacher_model_kind"], where)
     params = settings_class(**entry)
     _check_semantics(trainer, params, training, where)
     return trainer, params, training
@@ -220,13 +223,9 @@ def _check_semantics(trainer: str, p: MethodSettings, t: TrainingSettings, where
                 f"{where}: distillation_topk must be set exactly when distillation_mode is "
                 "topk_logits"
             )
-        if p.teacher_model_kind == "live" and (
-            p.teacher_anchor != ANCHOR_STAGE_START or p.teacher_anchor_mix != 1.0
-        ):
-            raise ConfigError(
-                f"{where}: a live teacher is the student; "
-                "it takes no teacher_anchor/teacher_anchor_mix"
-            )
+        problem = TEACHER_KINDS[p.teacher_model_kind].check(p)
+        if problem:
+            raise ConfigError(f"{where}: {problem}")
     if trainer == "grpo" and p.delta is not None and p.delta <= 1 + p.epsilon_high:
         # At or below 1 + epsilon_high TRL's bound would also cap positive advantages' ratios:
         # no longer the dual clip, which acts on negative advantages only.

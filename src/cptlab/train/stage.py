@@ -16,6 +16,7 @@ import os
 import random
 import shutil
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -28,21 +29,23 @@ from trl import GRPOConfig, SFTConfig
 from cptlab.artifacts import MANIFEST, atomic_write_text, write_manifest
 from cptlab.chat import prompt_length
 from cptlab.checkpoints import load_model, load_tokenizer
+from cptlab.config import ConfigError
 from cptlab.domains import get_benchmark
-from cptlab.errors import ConfigError
 from cptlab.provenance import SourceTree
 from cptlab.rows import read_jsonl
+from cptlab.train.distributed import gathered_parameters
 from cptlab.train.grpo import CptGRPOTrainer, grpo_args
 from cptlab.train.mixin import StageRecorder
 from cptlab.train.monitor import CollapseMonitor
 from cptlab.train.probe import KLProbe
 from cptlab.train.replay import replayed_prompts, stage_row_indices
 from cptlab.train.rewards import VerifierReward, check_verifiers
-from cptlab.train.sdpo import TEACHER_STATE, CptSDPOConfig, CptSDPOTrainer, sdpo_args
-from cptlab.train.settings import ANCHOR_BASE, ANCHOR_STAGE_START, SDPOSettings
+from cptlab.train.sdpo import CptSDPOConfig, CptSDPOTrainer, sdpo_args
+from cptlab.train.settings import SDPOSettings
 from cptlab.train.sft import CptSFTTrainer, sft_args, sft_dataset
 from cptlab.train.spec import StageSettings, resolve_stage, step_shape
 from cptlab.train.state import LOG, checkpoint_step, checkpoints, prepare_state, read_log
+from cptlab.train.teachers import ANCHOR_BASE, ANCHOR_STAGE_START
 
 log = logging.getLogger(__name__)
 
@@ -69,24 +72,26 @@ CHECKPOINTING_KEY = (
 
 
 def resolve_anchor(settings: StageSettings, start: str, anchor: str | None) -> str | None:
-    """The frozen/EMA teacher's anchor path, or None for the stage start.
+    """The checkpoint an anchored teacher (cptlab.train.teachers) starts from, or None for the
+    stage start.
 
-    The method's `anchor` is `stage_start`, `base` (the `anchor` argument: the original base
-    model, passed by the workflow) or a path.
+    The method's `teacher_anchor` is `stage_start`, `base` (the `anchor` argument: the original
+    base model, passed by the workflow) or a path.
     """
-    if settings.trainer != "sdpo" or settings.params.teacher_model_kind == "live":
+    if settings.teacher is None or not settings.teacher.anchored:
         return None
-    kind = settings.params.teacher_anchor
-    if kind == ANCHOR_STAGE_START:
+    teacher_anchor = settings.params.teacher_anchor
+    if teacher_anchor == ANCHOR_STAGE_START:
         return None
-    if kind == ANCHOR_BASE:
+    if teacher_anchor == ANCHOR_BASE:
         if anchor is None:
             raise ConfigError(
-                f"methods.{settings.method}.anchor is 'base' but no base model was given (--anchor)"
+                f"methods.{settings.method}.teacher_anchor is 'base' but no base model was given "
+                "(--anchor)"
             )
         path = str(anchor)
     else:
-        path = kind
+        path = teacher_anchor
     same = Path(path).resolve() == Path(start).resolve() if Path(path).exists() else path == start
     return None if same else path  # None: the anchor is the stage start (stage 1, anchor base)
 
@@ -309,11 +314,9 @@ def _fingerprint(settings, seed, start, anchor_path, data_file: Path, replay_fil
 
 def parameters_sha256(parameters) -> str:
     """A digest of parameter values (gathered first under DeepSpeed ZeRO-3)."""
-    from cptlab.train.sdpo import _gathered
-
     params = list(parameters)
     digest = hashlib.sha256()
-    with _gathered(params):
+    with gathered_parameters(params):
         for param in params:
             digest.update(param.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy())
     return digest.hexdigest()
@@ -377,6 +380,217 @@ def _versions() -> dict:
     }
 
 
+@dataclass(frozen=True)
+class StageRows:
+    """The prompts of one stage, within `max_prompt_length`.
+
+    Parameters:
+        read (`int`): rows in the domain's train file.
+        rows (`list[dict]`): those the stage trains on.
+        replay_files (`list[Path]`): the earlier domains' train files (`training.replay_share`).
+        replay_rows (`list[dict]`): their rows the stage may replay.
+    """
+
+    read: int
+    rows: list[dict]
+    replay_files: list[Path]
+    replay_rows: list[dict]
+
+
+@dataclass(frozen=True)
+class StageRun:
+    """What training (or finding it already done) left.
+
+    Parameters:
+        trainer: the stage's trainer.
+        resume (`Path`, *optional*): the checkpoint it resumed from.
+        finished (`bool`): the checkpoint resumed from was the last; nothing was trained.
+        steps_done (`int`): optimizer updates done.
+        weights_step (`int`): the optimizer update whose weights are in `out`.
+        stopped (`dict`, *optional*): why the stage stopped early (collapse action `stop`).
+        ranks (`list[dict]`, *optional*): each process's student and teacher digests.
+        train_seconds (`float`): time spent training.
+    """
+
+    trainer: CptGRPOTrainer | CptSDPOTrainer | CptSFTTrainer
+    resume: Path | None
+    finished: bool
+    steps_done: int
+    weights_step: int
+    stopped: dict | None
+    ranks: list[dict] | None
+    train_seconds: float
+
+
+def prepare_rows(
+    settings: StageSettings, tokenizer, data_file: Path, replay_files: list[Path]
+) -> StageRows:
+    """The stage's rows and the replayable rows of earlier domains, their verifiers checked and
+    prompts over `max_prompt_length` dropped (a ConfigError when none is left)."""
+    rows = read_jsonl(data_file)
+    check_verifiers(rows, str(data_file))
+    limit = settings.training.max_prompt_length
+    kwargs = settings.training.chat_template_kwargs
+
+    def within_limit(rows: list[dict], source: Path) -> list[dict]:
+        kept = [r for r in rows if prompt_length(tokenizer, r["prompt"], kwargs) <= limit]
+        if not kept:
+            raise ConfigError(f"{source}: every prompt is longer than max_prompt_length={limit}")
+        if len(kept) < len(rows):
+            log.warning(
+                "%s: %d prompts over %d tokens dropped", source, len(rows) - len(kept), limit
+            )
+        return kept
+
+    kept = within_limit(rows, data_file)
+    replay_rows = []
+    for source in replay_files:
+        earlier = read_jsonl(source)
+        check_verifiers(earlier, str(source))
+        replay_rows += within_limit(earlier, source)
+    share = settings.training.replay_share
+    if share > 0 and not replay_rows:  # stage 1: nothing trained before it
+        log.info("replay_share %s: no earlier rows to replay in this stage", share)
+    return StageRows(len(rows), kept, replay_files, replay_rows)
+
+
+def checkpoint_files(settings: StageSettings) -> tuple[str, ...]:
+    """The files a checkpoint of this stage needs besides the trainer's to be resumed: the
+    teacher's state (cptlab.train.teachers)."""
+    teacher = settings.teacher
+    return (teacher.state_file,) if teacher is not None and teacher.state_file else ()
+
+
+def decide_resume(
+    settings: StageSettings, state: PartialState, state_dir: Path, fingerprint: dict
+) -> Path | None:
+    """The checkpoint every process resumes from (None: the stage starts afresh). The main
+    process first discards state of other settings and incomplete checkpoints
+    (cptlab.train.state.prepare_state); the others then read what it kept."""
+    required = checkpoint_files(settings)
+    if state.is_main_process:
+        resume = prepare_state(state_dir, fingerprint, required)
+    state.wait_for_everyone()
+    if not state.is_main_process:
+        found = checkpoints(state_dir, required)
+        resume = found[max(found)] if found else None
+    if resume is not None:
+        log.info("resuming %s/%s from %s", settings.method, settings.domain, resume)
+    return resume
+
+
+def run_stage(
+    settings: StageSettings,
+    trainer: CptGRPOTrainer | CptSDPOTrainer | CptSFTTrainer,
+    state: PartialState,
+    resume: Path | None,
+    start: str | Path,
+    state_dir: Path,
+    out: Path,
+) -> StageRun:
+    """Train from `resume` (or the start) to the stage's end and put the weights in `out`: the
+    last step's, or the last good checkpoint's when the collapse monitor stopped the stage."""
+    # Killed after the last checkpoint but before the manifest: nothing is left to train, and
+    # HF's Trainer resumed at max_steps would run one step more.
+    resume_step = checkpoint_step(resume) if resume else 0
+    trainer.recorder.monitor.resume_at(resume_step)
+    finished = resume is not None and resume_step >= settings.optimizer_steps
+    train_started = time.perf_counter()
+    if not finished:
+        trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+    train_seconds = time.perf_counter() - train_started
+    stopped = trainer.recorder.stopped
+    steps_done = resume_step if finished else trainer.state.global_step
+
+    # Every process must end with the same student and teacher (a silent divergence between
+    # ranks would train a different model on each): their digests go into the manifest.
+    ranks = None if finished else gather_object([_rank_digests(trainer)])
+    weights_step = steps_done
+    if finished:
+        if state.is_main_process:
+            export_weights(resume, out)
+    elif stopped is None:
+        trainer.save_model(str(out))
+    elif state.is_main_process:
+        saved = checkpoints(state_dir, checkpoint_files(settings))
+        good = [s for s in saved if s <= stopped["last_ok_step"]]
+        weights_step = max(good) if good else 0
+        export_weights(state_dir / f"checkpoint-{weights_step}" if good else start, out)
+    state.wait_for_everyone()
+    return StageRun(
+        trainer, resume, finished, steps_done, weights_step, stopped, ranks, train_seconds
+    )
+
+
+def write_stage_manifest(
+    settings: StageSettings,
+    run: StageRun,
+    rows: StageRows,
+    *,
+    out: Path,
+    state_dir: Path,
+    tokenizer,
+    seed: int,
+    start: str | Path,
+    anchor_path: str | None,
+    threads: int,
+    world_size: int,
+    started: float,
+) -> dict:
+    """Complete `out` beside the weights (tokenizer, train_log.jsonl) and write its manifest
+    last; returns the manifest. Main process only."""
+    tokenizer.save_pretrained(out)
+    log_lines = read_log(state_dir / LOG)
+    atomic_write_text(out / LOG, [json.dumps(r, sort_keys=True) + "\n" for r in log_lines])
+    last = log_lines[-1] if log_lines else {}
+    trainer, stopped, steps_done = run.trainer, run.stopped, run.steps_done
+    share = settings.training.replay_share
+    manifest = {
+        "status": "complete" if stopped is None else "stopped",
+        "stopped": stopped,
+        "kl_budget": {
+            "budget": settings.training.kl_budget,
+            "reached": trainer.recorder.budget_reached,  # {step, kl_to_start}, None at the cap
+        },
+        "method": settings.method,
+        "trainer": settings.trainer,
+        "domain": settings.domain,
+        "train_benchmark": settings.train_benchmark,
+        "seed": seed,
+        "start": str(start),
+        "anchor": anchor_path,
+        "teacher": getattr(trainer, "teacher_anchor", None),
+        "steps": settings.steps,
+        "updates_per_generation": settings.updates,
+        "steps_done": steps_done // settings.updates,
+        "optimizer_steps_done": steps_done,
+        "weights_step": run.weights_step,
+        "resumed_from": run.resume.name if run.resume else None,
+        "prompts": {"rows": rows.read, "used": len(rows.rows)},
+        "replay": {
+            "share": share,
+            "sources": [str(f) for f in rows.replay_files],
+            "rows": len(rows.replay_rows),
+            "prompts": replayed_prompts(
+                share, settings.steps * settings.training.prompts_per_step, len(rows.replay_rows)
+            ),
+        },
+        "final": {k: v for k, v in last.items() if not isinstance(v, dict | list)},
+        "weights_sha256": weights_sha256(out),
+        "settings": settings.as_dict(),
+        "threads": threads,
+        "world_size": world_size,
+        "distributed": _distribution(trainer),
+        # in-memory weights at the end of training, per process (None: nothing was trained)
+        "ranks": run.ranks and {key: [r[key] for r in run.ranks] for key in run.ranks[0]},
+        "versions": _versions(),
+        "train_seconds": round(run.train_seconds, 3),
+        "seconds": round(time.perf_counter() - started, 3),
+    }
+    write_manifest(out, manifest)
+    return manifest
+
+
 def train_stage(
     config: dict,
     method: str,
@@ -401,143 +615,53 @@ def train_stage(
     start      the checkpoint the stage starts from (the base model in stage 1)
     out        output folder
     state_dir  resumable trainer state, outside `out`; rerunning after a kill resumes from it
-    anchor     the original base model, used when the method's teacher anchor is `base`
+    anchor     the original base model, used when the method's `teacher_anchor` is `base`
     threads    torch CPU threads
     data       the prepared rows (JSONL) of the domain's `train` benchmark
     replay     the prepared train rows of the domains trained in earlier stages, which
                `training.replay_share` draws from (cptlab.train.replay)
     callbacks  extra transformers TrainerCallbacks (tests, profiling)
 
-    Returns the manifest. Raises StageError (NonFiniteError, CollapseError) on an abnormal end;
-    with collapse action `stop` the stage ends early and outputs its last good checkpoint.
+    Returns the manifest (an empty dict on processes other than the main one). Raises
+    StageError (NonFiniteError, CollapseError) on an abnormal end; with collapse action `stop`
+    the stage ends early and outputs its last good checkpoint.
     """
     started = time.perf_counter()
     torch.set_num_threads(threads)
     settings = resolve_stage(config, method, domain)
-    out, state_dir = Path(out), Path(state_dir)
-    data_file = Path(data)
-    rows = read_jsonl(data_file)
-    check_verifiers(rows, str(data_file))
-    anchor_path = resolve_anchor(settings, str(start), None if anchor is None else str(anchor))
-
-    tokenizer = load_tokenizer(str(start))
-    limit = settings.training.max_prompt_length
-    kwargs = settings.training.chat_template_kwargs
-
-    def within_limit(rows: list[dict], source: Path) -> list[dict]:
-        kept = [r for r in rows if prompt_length(tokenizer, r["prompt"], kwargs) <= limit]
-        if not kept:
-            raise ConfigError(f"{source}: every prompt is longer than max_prompt_length={limit}")
-        if len(kept) < len(rows):
-            log.warning(
-                "%s: %d prompts over %d tokens dropped", source, len(rows) - len(kept), limit
-            )
-        return kept
-
-    kept = within_limit(rows, data_file)
+    out, state_dir, data_file = Path(out), Path(state_dir), Path(data)
     replay_files = [Path(f) for f in replay]
-    replay_rows = []
-    for source in replay_files:
-        earlier = read_jsonl(source)
-        check_verifiers(earlier, str(source))
-        replay_rows += within_limit(earlier, source)
-    share = settings.training.replay_share
-    if share > 0 and not replay_rows:  # stage 1: nothing trained before it
-        log.info("replay_share %s: no earlier rows to replay in this stage", share)
+    anchor_path = resolve_anchor(settings, str(start), None if anchor is None else str(anchor))
+    tokenizer = load_tokenizer(str(start))
 
+    rows = prepare_rows(settings, tokenizer, data_file, replay_files)
     state = PartialState(cpu=not torch.cuda.is_available())  # as the trainer's (use_cpu)
-    required = (
-        (TEACHER_STATE,)
-        if settings.trainer == "sdpo" and settings.params.teacher_model_kind == "ema"
-        else ()
-    )
     fingerprint = _fingerprint(settings, seed, start, anchor_path, data_file, replay_files)
-    if state.is_main_process:
-        resume = prepare_state(state_dir, fingerprint, required)
-    state.wait_for_everyone()
-    if not state.is_main_process:
-        found = checkpoints(state_dir, required)
-        resume = found[max(found)] if found else None
-    if resume is not None:
-        log.info("resuming %s/%s from %s", method, domain, resume)
-
+    resume = decide_resume(settings, state, state_dir, fingerprint)
     trainer = build_trainer(
-        settings, kept, start, state_dir, seed, anchor_path, callbacks, replay_rows=replay_rows
+        settings,
+        rows.rows,
+        start,
+        state_dir,
+        seed,
+        anchor_path,
+        callbacks,
+        replay_rows=rows.replay_rows,
     )
-    # Killed after the last checkpoint but before the manifest: nothing is left to train, and
-    # HF's Trainer resumed at max_steps would run one step more.
-    resume_step = checkpoint_step(resume) if resume else 0
-    trainer.recorder.monitor.resume_at(resume_step)
-    finished = resume is not None and resume_step >= settings.optimizer_steps
-    train_started = time.perf_counter()
-    if not finished:
-        trainer.train(resume_from_checkpoint=str(resume) if resume else None)
-    train_seconds = time.perf_counter() - train_started
-    stopped = trainer.recorder.stopped
-    steps_done = resume_step if finished else trainer.state.global_step
-
-    # Every process must end with the same student and teacher (a silent divergence between
-    # ranks would train a different model on each): their digests go into the manifest.
-    ranks = None if finished else gather_object([_rank_digests(trainer)])
-    weights_step = steps_done
-    if finished:
-        if state.is_main_process:
-            export_weights(resume, out)
-    elif stopped is None:
-        trainer.save_model(str(out))
-    elif state.is_main_process:
-        good = [s for s in checkpoints(state_dir, required) if s <= stopped["last_ok_step"]]
-        weights_step = max(good) if good else 0
-        export_weights(state_dir / f"checkpoint-{weights_step}" if good else start, out)
-    state.wait_for_everyone()
+    run = run_stage(settings, trainer, state, resume, start, state_dir, out)
     if not state.is_main_process:
         return {}
-
-    tokenizer.save_pretrained(out)
-    log_lines = read_log(state_dir / LOG)
-    atomic_write_text(out / LOG, [json.dumps(r, sort_keys=True) + "\n" for r in log_lines])
-    last = log_lines[-1] if log_lines else {}
-    manifest = {
-        "status": "complete" if stopped is None else "stopped",
-        "stopped": stopped,
-        "kl_budget": {
-            "budget": settings.training.kl_budget,
-            "reached": trainer.recorder.budget_reached,  # {step, kl_to_start}, None at the cap
-        },
-        "method": method,
-        "trainer": settings.trainer,
-        "domain": domain,
-        "train_benchmark": settings.train_benchmark,
-        "seed": seed,
-        "start": str(start),
-        "anchor": anchor_path,
-        "teacher": getattr(trainer, "teacher_anchor", None),
-        "steps": settings.steps,
-        "updates_per_generation": settings.updates,
-        "steps_done": steps_done // settings.updates,
-        "optimizer_steps_done": steps_done,
-        "weights_step": weights_step,
-        "resumed_from": resume.name if resume else None,
-        "prompts": {"rows": len(rows), "used": len(kept)},
-        "replay": {
-            "share": share,
-            "sources": [str(f) for f in replay_files],
-            "rows": len(replay_rows),
-            "prompts": replayed_prompts(
-                share, settings.steps * settings.training.prompts_per_step, len(replay_rows)
-            ),
-        },
-        "final": {k: v for k, v in last.items() if not isinstance(v, dict | list)},
-        "weights_sha256": weights_sha256(out),
-        "settings": settings.as_dict(),
-        "threads": threads,
-        "world_size": state.num_processes,
-        "distributed": _distribution(trainer),
-        # in-memory weights at the end of training, per process (None: nothing was trained)
-        "ranks": ranks and {key: [r[key] for r in ranks] for key in ranks[0]},
-        "versions": _versions(),
-        "train_seconds": round(train_seconds, 3),
-        "seconds": round(time.perf_counter() - started, 3),
-    }
-    write_manifest(out, manifest)
-    return manifest
+    return write_stage_manifest(
+        settings,
+        run,
+        rows,
+        out=out,
+        state_dir=state_dir,
+        tokenizer=tokenizer,
+        seed=seed,
+        start=start,
+        anchor_path=anchor_path,
+        threads=threads,
+        world_size=state.num_processes,
+        started=started,
+    )
