@@ -3,21 +3,27 @@
 Every call of :func:`run_python` runs one program in a fresh, throw-away process tree:
 
     trainer --(request)--> server Z --fork--> launcher A --fork--> init B (PID 1 of new namespaces)
-                                                     --fork--> C: limits, drop uid, exec python
+                                                     --fork--> C: limits, drop uid, run python
 
-* Z is a tiny ``python -I -S`` process (root, or the caller's uid), started once per trainer
-  process, that forks a launcher per request (:func:`_launcher_server`); it dies with the
-  trainer. Where it cannot run (no pidfd) the trainer starts each launcher itself (vfork+exec).
+* Z is a ``python -S -s -B`` process (root, or the caller's uid) started once per trainer
+  process with the program's interpreter flags and interpreter environment, that forks a
+  launcher per request (:func:`_launcher_server`); it dies with the trainer. Where it cannot run
+  (no pidfd) the trainer starts each launcher itself (vfork+exec).
 * A (root, or the caller's uid) unshares new mount, PID, network and IPC namespaces (as root
-  directly; otherwise inside a new user namespace).
-* B is PID 1 of the new PID namespace. It makes every mount read-only, mounts a size-capped tmpfs
-  on the per-run work folder, a fresh ``/proc`` and a private ``/dev/shm``, then forks C and
-  reaps. When C exits B SIGKILLs everything left in the namespace, so daemonised grandchildren
-  (``setsid``, double fork) die with the program; if A or B is killed the kernel tears the whole
-  namespace down (B has PDEATHSIG=SIGKILL, and an init's death kills its namespace).
+  directly, from a mount tree Z prepared once: every mount read-only, the interpreter
+  re-exposed; otherwise inside a new user namespace).
+* B is PID 1 of the new PID namespace. It mounts a size-capped tmpfs on the per-run work folder,
+  a fresh ``/proc`` and a private ``/dev/shm`` (and, where Z prepared no tree, first makes every
+  mount read-only), then forks C and reaps. When C exits B SIGKILLs everything left in the
+  namespace, so daemonised grandchildren (``setsid``, double fork) die with the program; if A or
+  B is killed the kernel tears the whole namespace down (B has PDEATHSIG=SIGKILL, and an init's
+  death kills its namespace).
 * C applies the rlimits, drops to a fresh unprivileged uid (root only), sets no_new_privs,
   installs a seccomp filter (no non-AF_UNIX sockets, no namespace/mount/bpf/io_uring/ptrace
-  syscalls) and execs the interpreter on ``main.py`` in the work folder.
+  syscalls) and runs the interpreter on ``main.py`` in the work folder: as root, the warm
+  interpreter it was forked from (Z's, which never ran a program), made to look as after an
+  exec (:func:`_launcher_main`'s ``warm_program``); otherwise, or when the run's environment
+  sets what an interpreter reads at its start, it execs a fresh one.
 
 When namespaces are unavailable (e.g. a container without CAP_SYS_ADMIN, or a laptop with user
 namespaces disabled) the runner degrades: A supervises C directly as a child subreaper and kills
@@ -27,8 +33,9 @@ threat model.
 
 The trainer calls this hundreds of times per RL step, so the launcher avoids every import it can
 (its code is shipped pre-compiled through marshal; it imports only ctypes, resource, struct),
-the server pays its interpreter start and imports once for every launcher, and the parent uses
-vfork (no ``preexec_fn``).
+the server pays its interpreter start and imports once for every launcher and every warm
+program, and the parent uses vfork (no ``preexec_fn``). bench/bench_sandbox_floor.py measures
+what is left against the floor.
 """
 
 from __future__ import annotations
@@ -99,7 +106,8 @@ _BASE_ENV = {
 
 # Runs as the program's `__main__` (python -S -c ...). It restores exit()/quit() (which `-S`
 # drops but model code uses), makes sys.argv/__file__ look like `python main.py`, and hides its
-# own frame from tracebacks so that stderr looks exactly like a plain script run.
+# own frame (and, in a warm interpreter, the launcher's frame above it) from tracebacks so that
+# stderr looks exactly like a plain script run.
 _BOOTSTRAP = """\
 import sys as _s, builtins as _b
 class _Quitter:
@@ -111,8 +119,11 @@ class _Quitter:
         raise SystemExit(code)
 _b.exit, _b.quit = _Quitter("exit"), _Quitter("quit")
 def _hook(t, v, tb, _me=_s._getframe().f_code, _orig=_s.excepthook):
-    if tb is not None and tb.tb_frame.f_code is _me:
-        tb = tb.tb_next
+    mine = tb
+    while mine is not None and mine.tb_frame.f_code is not _me:
+        mine = mine.tb_next
+    if mine is not None:
+        tb = mine.tb_next
         if isinstance(v, BaseException):
             v.__traceback__ = tb
     _orig(t, v, tb)
@@ -125,12 +136,32 @@ del _s, _b, _Quitter, _hook, _f
 exec(globals().pop("_code"))
 """
 
+# The program's interpreter: `python -S -s -B -c <bootstrap>` in _BASE_ENV plus the run's env.
+_PROGRAM_FLAGS = [sys.executable, "-S", "-s", "-B", "-c"]
 _LAUNCHER_STUB = "import marshal,sys;exec(marshal.loads(bytes.fromhex(sys.argv[1])))"
+# The server's: a program process forked from the server (a warm interpreter) returns from the
+# launcher code with a fresh __main__ namespace and runs the bootstrap right here, at the top
+# level and on the same lines as after exec, so that exit codes, uncaught exceptions, the stack
+# depth and interpreter shutdown (atexit, threads, flushing) are the interpreter's own.
+# Unlike exec-ed programs it records how the program ended, for `warm_exit`. The launcher code
+# comes in a file (argv[1] its descriptor), so that the argv a program inherits stays small.
+_SERVER_STUB = (
+    "import marshal,sys;exec(marshal.loads(open(int(sys.argv[1]),'rb').read()))"
+    + ";"
+    + _BOOTSTRAP.replace(
+        'exec(globals().pop("_code"))\n',
+        'try: exec(globals().pop("_code"))\n'
+        "except BaseException as _e: _cptlab_exit = _e; raise\n"
+        "_cptlab_exit = None\n",
+    )
+)
 
 
-def _launcher_main(cfg: dict | None = None) -> None:  # pragma: no cover - runs in the launcher
+def _launcher_main(cfg: dict | None = None) -> bool:  # pragma: no cover - runs in the launcher
     """Body of the launcher process A (and, after forks, of B and C). `cfg` comes from the
-    command line when A is started on its own, as an argument when the server forks it.
+    command line when A is started on its own, as an argument when the server forks it (or
+    forks the helper that prepares the mount tree, cfg["template"]). Returns (True) only in a
+    program process C that runs in the server's warm interpreter (`run_program`).
 
     Self-contained on purpose: its source is compiled in the parent and shipped via marshal, so
     it may use only what it imports itself. Messages to the parent go over the status pipe as
@@ -168,7 +199,7 @@ def _launcher_main(cfg: dict | None = None) -> None:  # pragma: no cover - runs 
     pr_set_pdeathsig, pr_set_dumpable, pr_set_seccomp = 1, 4, 22
     pr_set_child_subreaper, pr_set_no_new_privs = 36, 38
     ms_rdonly, ms_nosuid, ms_nodev, ms_noexec = 1, 2, 4, 8
-    ms_remount, ms_bind, ms_move, ms_rec, ms_private = 32, 4096, 8192, 16384, 1 << 18
+    ms_remount, ms_bind, ms_rec, ms_private = 32, 4096, 16384, 1 << 18
     clone_newns, clone_newipc, clone_newuser = 0x20000, 0x08000000, 0x10000000
     clone_newpid, clone_newnet = 0x20000000, 0x40000000
 
@@ -272,9 +303,26 @@ def _launcher_main(cfg: dict | None = None) -> None:  # pragma: no cover - runs 
                     ok = False
         return ok
 
-    def setup_mounts(source):
+    def prepare_tree():
+        """The mount tree every run starts from: private, every mount read-only, and (root) the
+        interpreter's trees re-exposed where the sandbox uid could not reach them (pyenv in
+        /root, mode 0700) on a read-only 0755 tmpfs. Returns whether all is read-only."""
         mount(None, "/", None, ms_rec | ms_private)
         readonly = "readonly" not in disabled and remount_all_readonly()
+        for blocked, needed in cfg["remap"]:
+            held = [os.open(path, os.O_PATH | os.O_DIRECTORY) for path in needed]
+            mount("tmpfs", blocked, "tmpfs", ms_nosuid | ms_nodev, "size=65536,mode=0755")
+            for fd, path in zip(held, needed, strict=True):  # the hidden trees, by descriptor
+                os.makedirs(path, exist_ok=True)
+                mount(f"/proc/self/fd/{fd}", path, None, ms_bind | ms_rec)
+                os.close(fd)
+                mount(None, path, None, ms_remount | ms_bind | ms_rdonly | ms_nosuid | ms_nodev)
+            mount(None, blocked, None, ms_remount | ms_bind | ms_rdonly | ms_nosuid | ms_nodev)
+        return readonly
+
+    def setup_mounts(source, readonly):
+        """This run's own mounts on top of the prepared tree: a fresh /proc, a private
+        /dev/shm and the size-capped work folder holding main.py."""
         try:
             mount("proc", "/proc", "proc", ms_rdonly | ms_nosuid | ms_nodev | ms_noexec)
             private_proc = True
@@ -291,22 +339,6 @@ def _launcher_main(cfg: dict | None = None) -> None:  # pragma: no cover - runs 
         mount("tmpfs", workdir, "tmpfs", ms_nosuid | ms_nodev, opts + ",mode=0700" + owner)
         with open(os.path.join(workdir, "main.py"), "wb") as f:
             f.write(source)
-        # The interpreter may live under a directory the sandbox uid cannot traverse (pyenv in
-        # /root, mode 0700). Re-expose just the interpreter trees there on a 0755 tmpfs.
-        for blocked, needed in cfg["remap"]:
-            staged = []
-            for i, path in enumerate(needed):
-                stage = os.path.join(workdir, f".stage{i}")
-                os.mkdir(stage)
-                mount(path, stage, None, ms_bind | ms_rec)
-                staged.append((stage, path))
-            mount("tmpfs", blocked, "tmpfs", ms_nosuid | ms_nodev, "size=65536,mode=0755")
-            for stage, path in staged:
-                os.makedirs(path, exist_ok=True)
-                mount(stage, path, None, ms_move)
-                os.rmdir(stage)
-                mount(None, path, None, ms_remount | ms_bind | ms_rdonly | ms_nosuid | ms_nodev)
-            mount(None, blocked, None, ms_remount | ms_bind | ms_rdonly | ms_nosuid | ms_nodev)
         protect(mount_namespace=True, readonly_filesystem=readonly, private_proc=private_proc)
         protect(private_workdir=True)
 
@@ -324,8 +356,122 @@ def _launcher_main(cfg: dict | None = None) -> None:  # pragma: no cover - runs 
                     total += int(fields.get("Threads", "1"))
         return total
 
+    def show_as_program():
+        """/proc/<pid>/cmdline and environ of a warm program: those an exec would give it (the
+        server's argv holds the launcher code, its environment is not the program's), so that
+        the program and its children look on the host as after exec. Both show the blocks the
+        kernel placed at the server's start, which we overwrite in place (as setproctitle
+        does); the server's environment carries room for the program's (`_SERVER_ENV`)."""
+        libc.clearenv()  # no environ entry may point into the block we overwrite
+        os.environ.clear()
+        os.environ.update(cfg["env"])
+        with open("/proc/self/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        arg_start, arg_end, env_start, env_end = (int(x) for x in fields[45:49])
+        for start, end, items in (
+            (arg_start, arg_end, cfg["argv"]),
+            (env_start, env_end, [f"{k}={v}" for k, v in cfg["env"].items()]),
+        ):
+            block = b"".join(os.fsencode(item) + b"\0" for item in items)
+            if len(block) > end - start:
+                raise OSError("no room for the program's argv or environment")
+            ctypes.memmove(start, block + bytes(end - start - len(block)), end - start)
+
+    def warm_program():
+        """The rest of what exec would do, in this forked interpreter (started with the program's
+        flags and interpreter environment, which never ran another program): the program's
+        environment, stdio objects, signal dispositions, sys.path/argv and a fresh __main__;
+        then every other descriptor closed. Returns True, up to the server's top level."""
+        import builtins
+        import io
+
+        show_as_program()
+        streams = []
+        for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
+            old = getattr(sys, name)  # made by this interpreter's start: same encoding/errors
+            mode = "r" if fd == 0 else "w"
+            buf = open(fd, mode + "b", -1, closefd=False)
+            buf.raw.name = f"<{name}>"
+            line = fd == 2 or buf.raw.isatty()  # as the interpreter's create_stdio
+            text = io.TextIOWrapper(buf, old.encoding, old.errors, "\n", line, False)
+            text.mode = mode
+            streams.append(text)
+        sys.stdin, sys.stdout, sys.stderr = streams
+        sys.__stdin__, sys.__stdout__, sys.__stderr__ = streams
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        sys.path.insert(0, "")  # `python -c`: the working folder first
+        sys.orig_argv = list(cfg["argv"])
+        # __main__ as `python -c` makes it. Its namespace is also that of the launcher code and
+        # of the server's top level, which runs the bootstrap once we have returned.
+        namespace = vars(sys.modules["__main__"])
+        fresh = {k: namespace[k] for k in ("__name__", "__doc__", "__package__", "__loader__")}
+        fresh.update(__spec__=None, __annotations__={}, __builtins__=builtins)
+        namespace.clear()
+        namespace.update(fresh)
+        had_atexit = "atexit" in sys.modules
+        import atexit
+
+        atexit.register(warm_exit, namespace)  # the first registered runs last
+        if not had_atexit:
+            del sys.modules["atexit"]  # as after exec; the registration stays
+        # the status pipe last: nothing can be reported after it
+        os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+        return True
+
+    def warm_exit(namespace):
+        """The end of a warm program's interpreter, registered with atexit before the program.
+
+        Called by the interpreter's own shutdown, after the non-daemon threads were joined and
+        every other atexit callback ran, it does what remains of that shutdown that a program's
+        output can show: flush sys.stdout and sys.stderr, then every file object the program
+        left open (as their finalizers would: a file on fd 1 left unflushed still writes), then
+        C stdio; and it exits with the status the interpreter would (`_SERVER_STUB` records how
+        the program ended). What it skips, tearing down every object of the interpreter, would
+        copy each page of them that the fork shares with the server: most of a warm program's
+        cost. (Also skipped: __del__ of objects still alive at exit, which Python does not
+        promise to call.) Anything unusual, such as a flush that fails, or no record (main.py
+        did not compile, so the program never ran): return, and the interpreter finishes on its
+        own, as it would after exec."""
+        import _io as io
+        import gc
+
+        try:
+            if "_cptlab_exit" not in namespace:
+                return
+            ended = namespace.pop("_cptlab_exit")
+            code = 0
+            if isinstance(ended, SystemExit):  # as the interpreter's handle_system_exit
+                value = ended.code
+                if isinstance(value, int):
+                    code = value & 0xFF if -(1 << 63) <= value < 1 << 63 else 255
+                elif value is not None:
+                    code = 1  # the interpreter printed it
+            elif ended is not None:
+                code = 1  # the interpreter printed the traceback
+            streams = [getattr(sys, "stdout", None), getattr(sys, "stderr", None)]
+            # the program's objects only: the server froze its own (gc.freeze)
+            streams += [obj for obj in gc.get_objects() if isinstance(obj, io._IOBase)]
+            for stream in streams:
+                try:
+                    closed = stream is None or stream.closed
+                except Exception:  # noqa: BLE001 - as the interpreter's file_is_closed
+                    closed = False
+                if not closed:
+                    stream.flush()
+            libc.fflush(None)
+        except BaseException:  # noqa: BLE001 - the interpreter's own shutdown takes over
+            return
+        if isinstance(ended, KeyboardInterrupt):  # the interpreter exits by SIGINT then
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGINT)
+            code = 130
+        os._exit(code)
+
     def run_program(in_ns, nproc):
-        """Process C: limits, privilege drop, no_new_privs, seccomp, exec. Never returns."""
+        """Process C: limits, privilege drop, no_new_privs, seccomp, exec. Never returns, but in
+        a warm interpreter (root, namespaces), where instead of exec-ing it returns True all the
+        way up to the server's top level, which runs the program (`warm_program`)."""
+        warm = in_ns and is_root and cfg.get("warm", False)
         try:
             for signum in (signal.SIGINT, signal.SIGTERM):
                 signal.signal(signum, signal.SIG_DFL)
@@ -343,6 +489,8 @@ def _launcher_main(cfg: dict | None = None) -> None:  # pragma: no cover - runs 
                 os.setresuid(uid, uid, uid)
                 if os.getuid() != uid or os.geteuid() != uid or os.getgroups():
                     raise OSError("privilege drop did not take effect")
+            if warm:  # as exec would: a changed uid made us non-dumpable
+                check(libc.prctl(pr_set_dumpable, 1, 0, 0, 0), "dumpable")
             check(libc.prctl(pr_set_no_new_privs, 1, 0, 0, 0), "no_new_privs")
             seccomp = False
             if blob is not None and "seccomp" not in disabled:
@@ -351,7 +499,9 @@ def _launcher_main(cfg: dict | None = None) -> None:  # pragma: no cover - runs 
                 fbuf = ctypes.create_string_buffer(fprog)
                 seccomp = libc.prctl(pr_set_seccomp, 2, ctypes.addressof(fbuf), 0, 0) == 0
             protect(rlimits=True, process_limit=True, privilege_drop=is_root)
-            protect(no_new_privs=True, seccomp=seccomp)
+            protect(no_new_privs=True, seccomp=seccomp, warm_interpreter=warm)
+            if warm:
+                return warm_program()
             os.execve(cfg["python"], cfg["argv"], cfg["env"])
         except PermissionError as exc:
             hint = "interpreter not accessible to the sandbox uid; without a mount namespace it"
@@ -435,10 +585,18 @@ def _launcher_main(cfg: dict | None = None) -> None:  # pragma: no cover - runs 
         os._exit(0)
 
     try:
-        blob = seccomp_filter()
         check(libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0), "pdeathsig")
         if os.getppid() != cfg["parent_pid"]:
             os._exit(1)  # the trainer died before we set PDEATHSIG
+        if cfg.get("template"):  # the server's helper that prepares the tree (root only)
+            flags = clone_newns | clone_newpid | clone_newnet | clone_newipc
+            check(libc.unshare(flags), "unshare")  # what every launcher will need
+            readonly = prepare_tree()
+            blob = seccomp_filter()
+            say("T", f"{int(readonly)} {blob.hex() if blob else '-'}")
+            while True:
+                signal.pause()  # until the server has our mount namespace and kills us
+        blob = cfg["seccomp_blob"] if "seccomp_blob" in cfg else seccomp_filter()
         nproc = cfg["max_processes"]
         in_ns = False
         if "namespaces" not in disabled:
@@ -515,10 +673,11 @@ def _launcher_main(cfg: dict | None = None) -> None:  # pragma: no cover - runs 
                 except BlockingIOError:
                     pass
                 os.close(lifeline_r)
-                setup_mounts(source)
+                readonly = cfg.get("template_readonly")  # in the server's prepared tree
+                setup_mounts(source, prepare_tree() if readonly is None else readonly)
                 child = os.fork()
                 if child == 0:
-                    run_program(True, nproc)
+                    return run_program(True, nproc)
                 supervise(child, True)
             os.close(lifeline_r)
             reap(block=True)
@@ -533,7 +692,7 @@ def _launcher_main(cfg: dict | None = None) -> None:  # pragma: no cover - runs 
         protect(private_workdir=False)
         child = fork_child()
         if child == 0:
-            run_program(False, nproc)
+            return run_program(False, nproc)
         supervise(child, False)
     except BaseException as exc:  # noqa: BLE001 - report anything, then die
         try:
@@ -551,25 +710,42 @@ def _launcher_server() -> None:  # pragma: no cover - runs in the launcher serve
     parent process and serves its requests one at a time over a SOCK_SEQPACKET socket (fd
     argv[2]):
 
-        b"R" + marshal(cfg), with fds (stdin, stdout, stderr, status)  ->  b"P<pid>"
+        b"R", with fds (stdin, stdout, stderr, status, cfg)  ->  b"P<pid>"
         b"W<pid>"  ->  waits for that launcher; b"S<wait status>"
+
+    The run's cfg (marshal) comes in a file that only the launcher reads: nothing of a run ever
+    enters Z's memory, which every later launcher (and, in a warm interpreter, every later
+    program) inherits.
+
+    Z runs with the program's interpreter flags and interpreter environment (`_SERVER_STUB`,
+    `_SERVER_ENV`), so that the program process C, forked from it through A and B, can skip its
+    exec and the interpreter start (`warm_program`): Z never runs a program itself, so every
+    program starts from the same untouched interpreter, in namespaces of its own. As root, Z
+    also prepares once the mount tree that every run starts from (`prepare`).
 
     A launcher is reaped only when the parent asks, so its pid cannot be reused while the parent
     may still signal it. Z dies with the parent (PDEATHSIG, then a parent-pid check), and every
-    launcher with Z (the launcher's own PDEATHSIG).
+    launcher with Z (the launcher's own PDEATHSIG). Returns only in a warm program process C,
+    whose program the top level then runs.
     """
+    import sys
+
+    if sys.path[:1] == [""]:  # `-c` put the working folder first: only programs get it back
+        del sys.path[0]
     import _signal as signal
+    import _socket  # not `socket`: its imports would be in every fork's memory
     import ctypes
+    import gc
     import marshal
     import os
     import resource  # noqa: F401 - imported once here for every launcher
-    import socket
-    import struct  # noqa: F401
-    import sys
+    import struct
 
-    sock = socket.socket(fileno=int(sys.argv[2]))
+    sock = _socket.socket(fileno=int(sys.argv[2]))
+    setup = marshal.loads(bytes.fromhex(sys.argv[4]))
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl.argtypes = (ctypes.c_int,) + (ctypes.c_ulong,) * 4
+    libc.setns.argtypes = (ctypes.c_int, ctypes.c_int)
     if libc.prctl(1, signal.SIGKILL, 0, 0, 0) != 0 or os.getppid() != int(sys.argv[3]):
         os._exit(1)  # PR_SET_PDEATHSIG failed, or the parent died before it was armed
     # Non-dumpable, as the launcher is: a program that kept our uid (no uid drop) cannot reach
@@ -577,29 +753,96 @@ def _launcher_server() -> None:  # pragma: no cover - runs in the launcher serve
     if libc.prctl(4, 0, 0, 0, 0) != 0:
         os._exit(1)
     max_fd = os.sysconf("SC_OPEN_MAX")
+
+    def prepare():
+        """Root: the mount tree of every run, made once (`prepare_tree`) by a helper that
+        stays in it until we hold its mount namespace; launchers enter that namespace before
+        they unshare their own, and B then only adds the run's own mounts. Also the seccomp
+        filter, built once. Empty where the helper failed: each run prepares its own tree."""
+        status_r, status_w = os.pipe()
+        helper = os.fork()
+        if helper == 0:
+            try:
+                os.close(status_r)
+                cfg = dict(setup, template=True, status_fd=status_w, parent_pid=os.getppid())
+                _launcher_main(cfg)
+            finally:
+                os._exit(1)
+        os.close(status_w)
+        report = b""
+        while not report.endswith(b"\n") and (chunk := os.read(status_r, 1 << 16)):
+            report += chunk
+        os.close(status_r)
+        try:
+            kind, readonly, blob = report.decode().split()
+            if kind != "T":
+                return {}
+            return {
+                "template_fd": os.open(f"/proc/{helper}/ns/mnt", os.O_RDONLY),
+                "template_readonly": readonly == "1",
+                "seccomp_blob": None if blob == "-" else bytes.fromhex(blob),
+            }
+        except (OSError, ValueError):
+            return {}
+        finally:
+            os.kill(helper, signal.SIGKILL)
+            os.waitpid(helper, 0)
+
+    prepared = prepare() if setup["prepare"] else {}
+    # Everything so far is the interpreter's and ours, never garbage: a warm program's
+    # collections skip it (and leave its memory shared), and its exit finds its own objects.
+    gc.freeze()
     while True:
         try:
-            message, fds, _, _ = socket.recv_fds(sock, 1 << 20, 4)
+            message, ancillary, _, _ = sock.recvmsg(64, _socket.CMSG_LEN(5 * 4))
         except OSError:
             os._exit(1)
+        fds = []  # as socket.recv_fds
+        for level, kind, data in ancillary:
+            if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS:
+                fds += struct.unpack(f"{len(data) // 4}i", data[: len(data) // 4 * 4])
         if not message:
             os._exit(0)  # the parent closed its end
-        if message[:1] == b"R" and len(fds) == 4:
+        if message == b"R" and len(fds) == 5:
             pid = os.fork()
             if pid == 0:
+                program = None
                 try:
                     os.setsid()
+                    sock.detach()  # closed below; its object must not close that number later
+                    size, chunks = os.fstat(fds[4]).st_size, []
+                    while size > 0 and (chunk := os.pread(fds[4], size, sum(map(len, chunks)))):
+                        chunks.append(chunk)
+                        size -= len(chunk)
+                    cfg = marshal.loads(b"".join(chunks))
+                    os.close(fds[4])
+                    if "seccomp_blob" in prepared:
+                        cfg["seccomp_blob"] = prepared["seccomp_blob"]
+                    if (
+                        "template_fd" in prepared
+                        and cfg["uid"] is not None
+                        and not {"namespaces", "readonly", "prepared_tree"} & set(cfg["disabled"])
+                        and libc.setns(prepared["template_fd"], 0x20000) == 0  # CLONE_NEWNS
+                    ):
+                        if os.path.isdir(cfg["workdir"]):
+                            cfg["template_readonly"] = prepared["template_readonly"]
+                        else:  # made on a mount that came after the template: ours then
+                            with open(f"/proc/{os.getppid()}/ns/mnt", "rb") as ns:
+                                if libc.setns(ns.fileno(), 0x20000) != 0:
+                                    os._exit(1)
                     # stdin, stdout, stderr, status -> 0..3. Z's own 0-2 are /dev/null, so no
                     # received fd is below 3 and only the last dup2 can replace an fd (3).
-                    for target, fd in enumerate(fds):
+                    for target, fd in enumerate(fds[:4]):
                         os.dup2(fd, target)
                     os.closerange(4, max_fd)  # the socket and other runs' fds stay out
-                    cfg = marshal.loads(message[1:])
                     cfg["status_fd"], cfg["parent_pid"] = 3, os.getppid()
                     os.chdir(cfg["workdir"])
-                    _launcher_main(cfg)
-                finally:
+                    program = _launcher_main(cfg)
+                except BaseException:  # noqa: BLE001 - whatever failed, this process ends
+                    pass
+                if program is None:
                     os._exit(1)
+                return program  # a warm program process: on to the bootstrap (_SERVER_STUB)
             reply = b"P%d" % pid
         elif message[:1] == b"W":
             reply = b"S%d" % os.waitpid(int(message[1:]), 0)[1]
@@ -613,6 +856,7 @@ def _launcher_server() -> None:  # pragma: no cover - runs in the launcher serve
 _compiled: dict[str, str] = {}
 _launcher_lock = threading.Lock()
 _protections: dict[str, bool] | None = None
+_last_run_warm = False  # whether the latest run's program ran in a warm interpreter
 _remap_cache: list[tuple[str, list[str]]] | None = None
 _server: _LauncherServer | None = None
 _server_lock = threading.Lock()
@@ -637,7 +881,19 @@ class _LauncherServer:
     """The parent's side of the launcher server Z (`_launcher_server`)."""
 
     def __init__(self) -> None:
-        code = _launcher_code_hex("_launcher_server")
+        code_fd = os.memfd_create("cptlab-launcher")
+        data = memoryview(bytes.fromhex(_launcher_code_hex("_launcher_server")))
+        while data:
+            data = data[os.write(code_fd, data) :]
+        os.lseek(code_fd, 0, os.SEEK_SET)
+        is_root = os.geteuid() == 0
+        setup = {  # see `prepare` in _launcher_server
+            "prepare": is_root and not {"namespaces", "prepared_tree"} & _disabled,
+            "remap": _interpreter_remap() if is_root else [],
+            "disabled": (),
+            "uid": 0,
+            "workdir": "/",
+        }
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         started = threading.Event()
         box: dict = {}
@@ -648,14 +904,13 @@ class _LauncherServer:
             # with every step).
             try:
                 box["proc"] = subprocess.Popen(
-                    [sys.executable, "-I", "-S", "-c", _LAUNCHER_STUB,
-                     code, str(theirs.fileno()),
-                     str(os.getpid())],
+                    _PROGRAM_FLAGS + [_SERVER_STUB, str(code_fd), str(theirs.fileno()),
+                                      str(os.getpid()), marshal.dumps(setup).hex()],
                     stdin=subprocess.DEVNULL,
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL,
-                    pass_fds=(theirs.fileno(),),
-                    env={"PATH": _BASE_ENV["PATH"], "LANG": "C.UTF-8"},
+                    pass_fds=(theirs.fileno(), code_fd),
+                    env=_SERVER_ENV,
                     cwd="/",
                     start_new_session=True,
                     close_fds=True,
@@ -669,6 +924,7 @@ class _LauncherServer:
         threading.Thread(target=start_and_hold, name="cptlab-sandbox-server", daemon=True).start()
         started.wait()
         theirs.close()
+        os.close(code_fd)
         if "error" in box:
             ours.close()
             raise box["error"]
@@ -743,6 +999,34 @@ def _launcher_server_for_run() -> _LauncherServer | None:
         return _server
 
 
+# The server's environment: what the program's interpreter reads at its start, and room for
+# each warm program's environment (`show_as_program`).
+_ENV_ROOM = 8192
+_SERVER_ENV = dict(_BASE_ENV, CPTLAB_SANDBOX_ENV_ROOM="." * _ENV_ROOM)
+# Environment variables that an interpreter (or the C library under it) reads at its start: a
+# run whose env sets one gets its own exec-ed interpreter, not a warm one started without it.
+_STARTUP_ENV_PREFIXES = ("PYTHON", "LC_", "LD_", "MALLOC_", "GLIBC_")
+_STARTUP_ENV_NAMES = frozenset({"LANG", "LANGUAGE", "TZ"})
+
+
+def _may_run_warm(cfg: dict) -> bool:
+    """Whether the program may run in an interpreter forked from the server's instead of an
+    exec-ed one: its interpreter start would see what the server's saw, and its environment
+    fits the room in the server's. Root only: without root the program keeps our uid in a user
+    namespace, where it holds every capability until an exec drops them."""
+    if "warm_interpreter" in _disabled or cfg["uid"] is None:
+        return False
+    if cfg["argv"][:-1] != _PROGRAM_FLAGS or cfg["python"] != sys.executable:
+        return False
+    if sum(len(os.fsencode(f"{k}={v}")) + 1 for k, v in cfg["env"].items()) > _ENV_ROOM:
+        return False
+    return all(cfg["env"].get(k) == v for k, v in _BASE_ENV.items()) and not any(
+        k in _STARTUP_ENV_NAMES or k.startswith(_STARTUP_ENV_PREFIXES)
+        for k in cfg["env"]
+        if k not in _BASE_ENV
+    )
+
+
 def _start_launcher(
     cfg: dict, stdin_fd: int, out_w: int, err_w: int, status_w: int
 ) -> subprocess.Popen[bytes] | _ServedLauncher:
@@ -752,15 +1036,22 @@ def _start_launcher(
         server = _launcher_server_for_run()
         if server is None:
             break
+        cfg_fd = os.memfd_create("cptlab-cfg")
         try:
-            pid = int(
-                server.request(b"R" + marshal.dumps(cfg), (stdin_fd, out_w, err_w, status_w))[1:]
-            )
+            data = memoryview(marshal.dumps(dict(cfg, warm=_may_run_warm(cfg))))
+            while data:
+                data = data[os.write(cfg_fd, data) :]
+            fds = (stdin_fd, out_w, err_w, status_w, cfg_fd)
+            pid = int(server.request(b"R", fds)[1:])
         except OSError:
             continue
+        finally:
+            os.close(cfg_fd)
         return _ServedLauncher(server, pid)
     argv = [sys.executable, "-I", "-S", "-c", _LAUNCHER_STUB, _launcher_code_hex()]
-    argv.append(marshal.dumps(dict(cfg, status_fd=status_w, parent_pid=os.getpid())).hex())
+    argv.append(
+        marshal.dumps(dict(cfg, status_fd=status_w, parent_pid=os.getpid(), warm=False)).hex()
+    )
     return subprocess.Popen(
         argv,
         stdin=stdin_fd,
@@ -947,7 +1238,7 @@ def run_python(
 
 
 def _run(source: str, stdin: str, env: dict[str, str], limits: Limits, start: float) -> RunResult:
-    global _protections
+    global _protections, _last_run_warm
     is_root = os.geteuid() == 0
     uid = _sandbox_uid() if is_root else None
     cap = limits.max_output_bytes
@@ -978,7 +1269,7 @@ def _run(source: str, stdin: str, env: dict[str, str], limits: Limits, start: fl
             "fresh_uid": _is_fresh_uid(uid),
             "disabled": tuple(sorted(_disabled)),
             "python": sys.executable,
-            "argv": [sys.executable, "-S", "-s", "-B", "-c", _BOOTSTRAP],
+            "argv": _PROGRAM_FLAGS + [_BOOTSTRAP],
             "env": program_env,
             "cpu_seconds": max(1, math.ceil(limits.cpu_seconds)),
             "memory_bytes": int(limits.memory_mb) << 20,
@@ -1032,6 +1323,7 @@ def _run(source: str, stdin: str, env: dict[str, str], limits: Limits, start: fl
             _kill_tree(proc, messages["protections"], uid)
         proc.wait()
         wall = time.monotonic() - start
+        _last_run_warm = messages["protections"].pop("warm_interpreter", False)
         if messages["protections"]:
             _protections = dict(messages["protections"])
         if _is_fresh_uid(uid) and not messages["protections"].get("mount_namespace", False):
