@@ -7,10 +7,11 @@ Every variant runs the same programs: the verifier's harness (`cptlab.verifiers.
 around the reference answers of code_train rows (generated when no --data is given), as a code
 reward runs them. The variants, measured round-robin in one run so that they share the load:
 
-* sandbox ...           `run_python`, every protection on, in each mode the sandbox has: the
-                        default, a launcher started per program (no launcher server), and, where
-                        the sandbox has them, a warm interpreter forked per program or exec-ed,
-                        and the mount tree prepared once or per program; with --compare-with REV,
+* sandbox ...           `run_python`, every protection on, in each of its modes: the default (a
+                        warm interpreter forked per program, the mount tree prepared once, the
+                        launcher pre-built while the previous program runs), the interpreter
+                        exec-ed per program, the mount tree made per program, no pre-built
+                        launcher, a launcher started per program; and, with --compare-with REV,
                         the sandbox as it was at that git revision (e.g. before a change).
 * floor: fork+exec      a warm helper forks and execs the program's interpreter exactly as the
                         sandbox's last process does (`python -S -s -B -c <bootstrap>` on main.py),
@@ -337,6 +338,8 @@ def main() -> int:
     if hasattr(sandbox, "_may_run_warm"):  # the warm interpreter, and the exec it replaces
         modes["sandbox (interpreter exec-ed)"] = frozenset({"warm_interpreter"})
         modes["sandbox (mount tree per program)"] = frozenset({"prepared_tree"})
+    if hasattr(sandbox, "_PREBUILT_OFF"):  # the launcher made before its run, and without
+        modes["sandbox (no pre-built launcher)"] = frozenset({"prebuilt"})
     modes["sandbox (no launcher server)"] = frozenset({"launcher_server"})
     for label, disabled in modes.items():
         variants[label] = sandboxed(disabled)

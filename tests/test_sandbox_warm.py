@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from test_sandbox import assert_no_survivors, survivors
+from test_sandbox import _running, assert_no_survivors, survivors
 
 from cptlab import sandbox
 from cptlab.sandbox import RunResult, run_python
@@ -372,3 +372,50 @@ def test_the_prepared_tree_is_the_per_run_one() -> None:
     prepared, per_run = tree(frozenset()), tree(frozenset({"prepared_tree"}))
     assert prepared == per_run
     assert any(" / / ro," in " " + line for line in prepared)
+
+
+# --- the pre-built launcher ----------------------------------------------------------------------
+
+NAMESPACES = (
+    "import os, time\n"
+    "print(*(os.readlink(f'/proc/self/ns/{kind}') for kind in ('pid', 'net', 'mnt', 'ipc')))\n"
+    "time.sleep(1.0)\n"
+)
+
+
+def test_every_run_gets_namespaces_of_its_own() -> None:
+    """The server makes the next run's launcher (namespaces, /proc, /dev/shm) while a run
+    runs; each is used by one run only, and none shares a namespace with the host. (Runs
+    alive at the same time: the kernel reuses a freed namespace's number.)"""
+    host = {os.readlink(f"/proc/self/ns/{kind}") for kind in ("pid", "net", "mnt", "ipc")}
+    results: list[RunResult] = []
+    threads = [
+        threading.Thread(target=lambda: results.append(run_python(NAMESPACES))) for _ in range(4)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    seen = [ns for result in results for ns in result.stdout.split()]
+    assert len(seen) == 16 and len(set(seen)) == 16, results
+    assert not host & set(seen)
+
+
+def test_a_pre_built_launcher_that_died_is_replaced() -> None:
+    """The server's waiting launcher, killed: the next run gets one of its own, and the one
+    after that a pre-built one again."""
+    assert run("pass").status == "ok"
+    server = sandbox._server
+    assert server is not None
+    with open(f"/proc/{server.proc.pid}/task/{server.proc.pid}/children") as f:
+        waiting = [int(pid) for pid in f.read().split()]
+    assert waiting, "no pre-built launcher"
+    for pid in waiting:  # the waiting one (the others are runs' launchers not yet reaped)
+        os.kill(pid, 9)
+    end = time.monotonic() + 5
+    while any(_running(pid) for pid in waiting) and time.monotonic() < end:
+        time.sleep(0.01)  # dead before the next run (a launcher killed during a run fails it)
+    for _ in range(3):
+        result = run("print(6 * 7)")
+        assert (result.status, result.stdout) == ("ok", "42\n"), result
+    assert sandbox._server is server and server.alive()

@@ -11,7 +11,9 @@ Every call of :func:`run_python` runs one program in a fresh, throw-away process
   (no pidfd) the trainer starts each launcher itself (vfork+exec).
 * A (root, or the caller's uid) unshares new mount, PID, network and IPC namespaces (as root
   directly, from a mount tree Z prepared once: every mount read-only, the interpreter
-  re-exposed; otherwise inside a new user namespace).
+  re-exposed; otherwise inside a new user namespace). As root Z makes the next run's A (and its
+  B, up to its /proc and /dev/shm) while a run runs; that A and B then wait for their run,
+  which only they receive, and serve no other.
 * B is PID 1 of the new PID namespace. It mounts a size-capped tmpfs on the per-run work folder,
   a fresh ``/proc`` and a private ``/dev/shm`` (and, where Z prepared no tree, first makes every
   mount read-only), then forks C and reaps. When C exits B SIGKILLs everything left in the
@@ -177,8 +179,9 @@ def _launcher_main(cfg: dict | None = None) -> bool:  # pragma: no cover - runs 
 
     if cfg is None:
         cfg = marshal.loads(bytes.fromhex(sys.argv[2]))
-    status_fd = cfg["status_fd"]
-    os.set_inheritable(status_fd, False)
+    status_fd = cfg["status_fd"]  # -1 in a pre-built launcher, until its run comes
+    if status_fd >= 0:
+        os.set_inheritable(status_fd, False)
     workdir = cfg["workdir"]
     uid = cfg["uid"]  # the sandbox uid when we are root, else None
     disabled = cfg["disabled"]
@@ -202,6 +205,7 @@ def _launcher_main(cfg: dict | None = None) -> bool:  # pragma: no cover - runs 
     ms_remount, ms_bind, ms_rec, ms_private = 32, 4096, 16384, 1 << 18
     clone_newns, clone_newipc, clone_newuser = 0x20000, 0x08000000, 0x10000000
     clone_newpid, clone_newnet = 0x20000000, 0x40000000
+    tmpfs_opts = f"size={cfg['tmpfs_bytes']},nr_inodes={cfg['tmpfs_inodes']}"
 
     def say(kind, text):
         os.write(status_fd, f"{kind} {text}\n".encode())
@@ -320,27 +324,69 @@ def _launcher_main(cfg: dict | None = None) -> bool:  # pragma: no cover - runs 
             mount(None, blocked, None, ms_remount | ms_bind | ms_rdonly | ms_nosuid | ms_nodev)
         return readonly
 
-    def setup_mounts(source, readonly):
-        """This run's own mounts on top of the prepared tree: a fresh /proc, a private
-        /dev/shm and the size-capped work folder holding main.py."""
+    def run_mounts():
+        """This run's own /proc and private /dev/shm, on top of the prepared tree. Returns
+        whether each was mounted."""
         try:
             mount("proc", "/proc", "proc", ms_rdonly | ms_nosuid | ms_nodev | ms_noexec)
             private_proc = True
         except OSError:
             private_proc = False
-        opts = f"size={cfg['tmpfs_bytes']},nr_inodes={cfg['tmpfs_inodes']}"
+        private_shm = True
         if os.path.isdir("/dev/shm"):  # private: multiprocessing's semaphores live there
             try:
-                mount("tmpfs", "/dev/shm", "tmpfs", ms_nosuid | ms_nodev, opts + ",mode=1777")
+                mount("tmpfs", "/dev/shm", "tmpfs", ms_nosuid | ms_nodev, tmpfs_opts + ",mode=1777")
             except OSError:
-                readonly = False
+                private_shm = False
+        return private_proc, private_shm
+
+    def work_mount(source, readonly, private_proc, private_shm):
+        """The size-capped work folder holding main.py; then the mount protections' report."""
         os.makedirs(workdir, exist_ok=True)  # hidden if it lived in /dev/shm: recreate it
         owner = f",uid={uid},gid={uid}" if is_root else ""
-        mount("tmpfs", workdir, "tmpfs", ms_nosuid | ms_nodev, opts + ",mode=0700" + owner)
+        mount("tmpfs", workdir, "tmpfs", ms_nosuid | ms_nodev, tmpfs_opts + ",mode=0700" + owner)
         with open(os.path.join(workdir, "main.py"), "wb") as f:
             f.write(source)
+        readonly = readonly and private_shm
         protect(mount_namespace=True, readonly_filesystem=readonly, private_proc=private_proc)
         protect(private_workdir=True)
+
+    def report_namespaces(in_ns):
+        protect(
+            separate_process=True,
+            pid_namespace=in_ns,
+            network_namespace=in_ns,
+            ipc_namespace=in_ns,
+            user_namespace=in_ns and not is_root,
+            kill_descendants=in_ns or cfg["fresh_uid"],
+        )
+
+    def receive_run():
+        """A pre-built B (cfg["prebuilt"]): wait on descriptor 3 for the run the server hands
+        over (its stdin, stdout, stderr, status and cfg, as the server receives them), put
+        them at 0..3 and return the run's cfg."""
+        import _socket
+
+        request = _socket.socket(fileno=3)
+        message, ancillary, _, _ = request.recvmsg(16, _socket.CMSG_LEN(5 * 4))
+        fds = []
+        for level, kind, data in ancillary:
+            if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS:
+                fds += struct.unpack(f"{len(data) // 4}i", data[: len(data) // 4 * 4])
+        request.close()
+        if message != b"R" or len(fds) != 5:
+            os._exit(1)
+        size, chunks = os.fstat(fds[4]).st_size, []
+        while size > 0 and (chunk := os.pread(fds[4], size, sum(map(len, chunks)))):
+            chunks.append(chunk)
+            size -= len(chunk)
+        run = marshal.loads(b"".join(chunks))
+        for target, fd in enumerate(fds[:4]):  # every received fd is above 3
+            os.dup2(fd, target)
+        for fd in fds:
+            os.close(fd)
+        os.set_inheritable(3, False)
+        return run
 
     def count_my_tasks():
         me, total = str(os.getuid()), 0
@@ -597,7 +643,8 @@ def _launcher_main(cfg: dict | None = None) -> bool:  # pragma: no cover - runs 
             while True:
                 signal.pause()  # until the server has our mount namespace and kills us
         blob = cfg["seccomp_blob"] if "seccomp_blob" in cfg else seccomp_filter()
-        nproc = cfg["max_processes"]
+        prebuilt = cfg.get("prebuilt", False)  # made before its run, which B then receives
+        nproc = cfg.get("max_processes", 0)
         in_ns = False
         if "namespaces" not in disabled:
             flags = clone_newns | clone_newpid | clone_newnet | clone_newipc
@@ -624,14 +671,10 @@ def _launcher_main(cfg: dict | None = None) -> bool:  # pragma: no cover - runs 
         # (Not earlier: a non-dumpable process cannot write its own uid_map.)
         check(libc.prctl(pr_set_dumpable, 0, 0, 0, 0), "dumpable")
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-        protect(
-            separate_process=True,
-            pid_namespace=in_ns,
-            network_namespace=in_ns,
-            ipc_namespace=in_ns,
-            user_namespace=in_ns and not is_root,
-            kill_descendants=in_ns or cfg["fresh_uid"],
-        )
+        if prebuilt and not in_ns:
+            os._exit(1)  # the server falls back to a launcher per run
+        if not prebuilt:
+            report_namespaces(in_ns)
         kids = []
 
         def on_term(signum, frame):
@@ -660,8 +703,10 @@ def _launcher_main(cfg: dict | None = None) -> bool:  # pragma: no cover - runs 
 
         signal.signal(signal.SIGTERM, on_term)
         if in_ns:
-            with open(os.path.join(workdir, "main.py"), "rb") as f:
-                source = f.read()
+            source = cfg.pop("source", None)  # else in main.py, before B hides the host's copy
+            if source is None and not prebuilt:
+                with open(os.path.join(workdir, "main.py"), "rb") as f:
+                    source = f.read()
             lifeline_r, lifeline_w = os.pipe()
             if fork_child() == 0:  # B: PID 1 of the new namespaces
                 os.close(lifeline_w)
@@ -674,12 +719,24 @@ def _launcher_main(cfg: dict | None = None) -> bool:  # pragma: no cover - runs 
                     pass
                 os.close(lifeline_r)
                 readonly = cfg.get("template_readonly")  # in the server's prepared tree
-                setup_mounts(source, prepare_tree() if readonly is None else readonly)
+                if readonly is None:
+                    readonly = prepare_tree()
+                private_proc, private_shm = run_mounts()
+                if prebuilt:  # now the run: its settings, then what A would have reported
+                    cfg = dict(receive_run(), seccomp_blob=blob, parent_pid=cfg["parent_pid"])
+                    status_fd, workdir, uid = 3, cfg["workdir"], cfg["uid"]
+                    disabled, is_root = cfg["disabled"], uid is not None
+                    nproc = cfg["max_processes"]
+                    report_namespaces(True)
+                    source = cfg.pop("source")
+                work_mount(source, readonly, private_proc, private_shm)
                 child = os.fork()
                 if child == 0:
                     return run_program(True, nproc)
                 supervise(child, True)
             os.close(lifeline_r)
+            if prebuilt:
+                os.close(3)  # the run goes to B: only B may hold the request socket
             reap(block=True)
             os._exit(0)
         # Fallback: no namespaces. A supervises C directly as a child subreaper.
@@ -715,7 +772,9 @@ def _launcher_server() -> None:  # pragma: no cover - runs in the launcher serve
 
     The run's cfg (marshal) comes in a file that only the launcher reads: nothing of a run ever
     enters Z's memory, which every later launcher (and, in a warm interpreter, every later
-    program) inherits.
+    program) inherits. b"U" is the same request where the run may take the launcher that Z has
+    pre-built for it (`prebuild`): Z then passes the five descriptors on, unread, to that
+    launcher's B, and answers with that launcher's pid.
 
     Z runs with the program's interpreter flags and interpreter environment (`_SERVER_STUB`,
     `_SERVER_ENV`), so that the program process C, forked from it through A and B, can skip its
@@ -789,6 +848,43 @@ def _launcher_server() -> None:  # pragma: no cover - runs in the launcher serve
             os.waitpid(helper, 0)
 
     prepared = prepare() if setup["prepare"] else {}
+
+    def prebuild():
+        """The launcher A for the next run, made before that run exists (root, prepared tree):
+        it enters the tree, unshares the namespaces and forks B, which mounts its /proc and
+        /dev/shm; then B waits for the run on a socket of its own (`receive_run`), used once.
+        So that all this overlaps the previous run instead of delaying the next. Returns (pid,
+        our end of its socket), or None where runs get a launcher each."""
+        if "template_fd" not in prepared or "prebuilt" in setup["disabled"]:
+            return None
+        ours, theirs = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_SEQPACKET)
+        pid = os.fork()
+        if pid == 0:
+            program = None
+            try:
+                os.setsid()
+                sock.detach()  # closed below; their objects must not close those numbers later
+                ours.detach()
+                if libc.setns(prepared["template_fd"], 0x20000) != 0:  # CLONE_NEWNS
+                    os._exit(1)
+                os.dup2(theirs.detach(), 3)
+                os.closerange(4, max_fd)
+                os.chdir("/")
+                cfg = dict(setup, prebuilt=True, status_fd=-1, parent_pid=os.getppid())
+                cfg.update(fresh_uid=False, template_readonly=prepared["template_readonly"])
+                cfg["seccomp_blob"] = prepared["seccomp_blob"]
+                program = _launcher_main(cfg)
+            except BaseException:  # noqa: BLE001 - whatever failed, this process ends
+                pass
+            if program is None:
+                os._exit(1)
+            return program  # a warm program process: True, up to the caller's caller
+        theirs.close()
+        return pid, ours
+
+    ready = prebuild()
+    if ready is True:
+        return True  # a warm program process: on to the bootstrap (_SERVER_STUB)
     # Everything so far is the interpreter's and ours, never garbage: a warm program's
     # collections skip it (and leave its memory shared), and its exit finds its own objects.
     gc.freeze()
@@ -803,7 +899,26 @@ def _launcher_server() -> None:  # pragma: no cover - runs in the launcher serve
                 fds += struct.unpack(f"{len(data) // 4}i", data[: len(data) // 4 * 4])
         if not message:
             os._exit(0)  # the parent closed its end
-        if message == b"R" and len(fds) == 5:
+        pid = None
+        if message == b"U" and len(fds) == 5 and ready is not None:  # a run for a pre-built one
+            pid, to_ready = ready
+            ready = None
+            try:
+                if os.waitpid(pid, os.WNOHANG)[0] != 0:
+                    raise ChildProcessError("the pre-built launcher died")
+                rights = [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, struct.pack("5i", *fds))]
+                to_ready.sendmsg([b"R"], rights)
+            except OSError:  # it died: this run gets a launcher of its own
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+                except OSError:
+                    pass
+                pid = None
+            to_ready.close()
+        if pid is not None:
+            reply = b"P%d" % pid
+        elif message in (b"R", b"U") and len(fds) == 5:
             pid = os.fork()
             if pid == 0:
                 program = None
@@ -851,6 +966,10 @@ def _launcher_server() -> None:  # pragma: no cover - runs in the launcher serve
         for fd in fds:
             os.close(fd)
         sock.send(reply)
+        if ready is None and message == b"U":  # after the reply: while that run runs
+            ready = prebuild()
+            if ready is True:
+                return True  # a warm program process: on to the bootstrap (_SERVER_STUB)
 
 
 _compiled: dict[str, str] = {}
@@ -887,12 +1006,14 @@ class _LauncherServer:
             data = data[os.write(code_fd, data) :]
         os.lseek(code_fd, 0, os.SEEK_SET)
         is_root = os.geteuid() == 0
-        setup = {  # see `prepare` in _launcher_server
+        setup = {  # see `prepare` and `prebuild` in _launcher_server
             "prepare": is_root and not {"namespaces", "prepared_tree"} & _disabled,
             "remap": _interpreter_remap() if is_root else [],
-            "disabled": (),
+            "disabled": tuple(sorted({"prebuilt"} & _disabled)),
             "uid": 0,
             "workdir": "/",
+            "tmpfs_bytes": _TMPFS_BYTES,
+            "tmpfs_inodes": _TMPFS_INODES,
         }
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         started = threading.Event()
@@ -1027,6 +1148,10 @@ def _may_run_warm(cfg: dict) -> bool:
     )
 
 
+# Switches (tests, benchmarks) under which a run does not take the server's pre-built launcher.
+_PREBUILT_OFF = frozenset({"namespaces", "readonly", "prepared_tree", "prebuilt"})
+
+
 def _start_launcher(
     cfg: dict, stdin_fd: int, out_w: int, err_w: int, status_w: int
 ) -> subprocess.Popen[bytes] | _ServedLauncher:
@@ -1042,13 +1167,15 @@ def _start_launcher(
             while data:
                 data = data[os.write(cfg_fd, data) :]
             fds = (stdin_fd, out_w, err_w, status_w, cfg_fd)
-            pid = int(server.request(b"R", fds)[1:])
+            ready_made = cfg["uid"] is not None and not _PREBUILT_OFF & _disabled
+            pid = int(server.request(b"U" if ready_made else b"R", fds)[1:])
         except OSError:
             continue
         finally:
             os.close(cfg_fd)
         return _ServedLauncher(server, pid)
     argv = [sys.executable, "-I", "-S", "-c", _LAUNCHER_STUB, _launcher_code_hex()]
+    cfg = {k: v for k, v in cfg.items() if k != "source"}  # in main.py
     argv.append(
         marshal.dumps(dict(cfg, status_fd=status_w, parent_pid=os.getpid(), warm=False)).hex()
     )
@@ -1270,6 +1397,7 @@ def _run(source: str, stdin: str, env: dict[str, str], limits: Limits, start: fl
             "disabled": tuple(sorted(_disabled)),
             "python": sys.executable,
             "argv": _PROGRAM_FLAGS + [_BOOTSTRAP],
+            "source": source.encode("utf-8", errors="surrogatepass"),
             "env": program_env,
             "cpu_seconds": max(1, math.ceil(limits.cpu_seconds)),
             "memory_bytes": int(limits.memory_mb) << 20,
