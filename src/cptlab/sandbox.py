@@ -925,6 +925,8 @@ def _launcher_server() -> None:  # pragma: no cover - runs in the launcher serve
                 try:
                     os.setsid()
                     sock.detach()  # closed below; its object must not close that number later
+                    if ready is not None:
+                        ready[1].detach()  # likewise
                     size, chunks = os.fstat(fds[4]).st_size, []
                     while size > 0 and (chunk := os.pread(fds[4], size, sum(map(len, chunks)))):
                         chunks.append(chunk)
