@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 import re
 import secrets
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -419,3 +421,53 @@ def test_a_pre_built_launcher_that_died_is_replaced() -> None:
         result = run("print(6 * 7)")
         assert (result.status, result.stdout) == ("ok", "42\n"), result
     assert sandbox._server is server and server.alive()
+
+
+# A trainer under a W^X policy (as SELinux's deny_execmem or systemd's MemoryDenyWriteExecute
+# make it): mmap/mprotect with PROT_WRITE|PROT_EXEC fail, so libffi puts each ctypes callback in
+# memory mapped twice from a memfd, MAP_SHARED; such pages made in the server before a fork
+# would be common to every program forked from it.
+W_X_TRAINER = r"""
+import ctypes, struct, sys
+from cptlab import sandbox
+libc = ctypes.CDLL(None, use_errno=True)
+libc.prctl.argtypes = (ctypes.c_int,) + (ctypes.c_ulong,) * 4
+ld, jeq, ret, and_k, allow, eacces = 0x20, 0x15, 0x06, 0x54, 0x7FFF0000, 0x00050000 | 13
+rows = [(ld, 0, 0, 0), (jeq, 2, 0, 9), (jeq, 1, 0, 10), (ret, 0, 0, allow),  # mmap, mprotect
+        (ld, 0, 0, 32), (and_k, 0, 0, 6), (jeq, 0, 1, 6), (ret, 0, 0, eacces), (ret, 0, 0, allow)]
+code = ctypes.create_string_buffer(b"".join(struct.pack("=HBBI", *row) for row in rows))
+fprog = ctypes.create_string_buffer(struct.pack("HxxxxxxQ", len(rows), ctypes.addressof(code)))
+assert libc.prctl(38, 1, 0, 0, 0) == 0 and libc.prctl(22, 2, ctypes.addressof(fprog), 0, 0) == 0
+result = sandbox.run_python(sys.stdin.read())
+print(result.status, sandbox._last_run_warm, result.stdout, result.stderr, sep="\n")
+"""
+
+SHARED_WRITABLE = r"""
+import ctypes
+def shared_writable():
+    with open("/proc/self/smaps") as f:
+        return sum({"sh", "mw"} <= set(ln.split()[1:]) for ln in f if ln.startswith("VmFlags:"))
+print("inherited", shared_writable())
+callback = ctypes.CFUNCTYPE(ctypes.c_int)(lambda: 0)
+print("after a callback of its own", shared_writable() > 0)
+"""
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="the W^X filter is for x86_64")
+def test_a_warm_program_shares_no_writable_memory_with_the_server() -> None:
+    """No page a program can write is shared with the server, nor so with any other program
+    forked from it, even where libffi maps memory shared (the program's own callback, the
+    check that the policy holds)."""
+    source = os.path.dirname(os.path.dirname(sandbox.__file__))
+    done = subprocess.run(
+        [sys.executable, "-c", W_X_TRAINER],
+        input=SHARED_WRITABLE, env=dict(os.environ, PYTHONPATH=source),
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines()[:4] == [
+        "ok",
+        "True",
+        "inherited 0",
+        "after a callback of its own True",
+    ], done.stdout
