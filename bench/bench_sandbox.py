@@ -15,13 +15,12 @@ was at git revision REV (bench_sandbox_floor.py breaks the cost down).
 from __future__ import annotations
 
 import argparse
-import os
 import resource
 import statistics
 import time
 from pathlib import Path
 
-from bench_sandbox_floor import sandbox_at
+from bench_sandbox_floor import sandbox_at, server_cpu, switch_off
 
 from cptlab import sandbox
 from cptlab.evaluation.scoring import verifier_for
@@ -29,26 +28,14 @@ from cptlab.rows import read_jsonl
 from cptlab.verifiers import code as code_verifiers
 from cptlab.verifiers import score
 
-TICKS = os.sysconf("SC_CLK_TCK")
-
 
 def children_cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
 
 
-def server_cpu(module=sandbox) -> float:
-    """The server's own CPU time and that of the launchers it has reaped (0 when none runs)."""
-    server = module._server
-    if server is None or not server.alive():
-        return 0.0
-    with open(f"/proc/{server.proc.pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return sum(int(x) for x in fields[11:15]) / TICKS  # utime, stime, cutime, cstime
-
-
 def one_round(rows: list[dict], served: bool, module=sandbox) -> tuple[float, float]:
-    module._disabled = frozenset() if served else frozenset({"launcher_server"})
+    switch_off(module, frozenset() if served else frozenset({"launcher_server"}))
     code_verifiers.run_python = module.run_python  # the verifiers' own reference to it
     cpu0, server0, t0 = children_cpu(), server_cpu(module), time.perf_counter()
     try:

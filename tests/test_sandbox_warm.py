@@ -21,8 +21,16 @@ from collections.abc import Iterator
 import pytest
 from test_sandbox import _running, assert_no_survivors, survivors
 
-from cptlab import sandbox
-from cptlab.sandbox import RunResult, run_python
+import cptlab
+from cptlab.sandbox import (
+    RunResult,
+    active_protections,
+    client,
+    interpreter,
+    run_python,
+    runner,
+    switches,
+)
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0, reason="the warm interpreter is for root (non-root programs exec)"
@@ -31,7 +39,7 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.fixture(autouse=True)
 def namespaces() -> None:
-    if not sandbox.active_protections().get("pid_namespace"):
+    if not active_protections().get("pid_namespace"):
         pytest.skip("no namespaces here: every program execs its interpreter")
 
 
@@ -45,13 +53,13 @@ def token() -> Iterator[str]:
 def run(source: str, mode: str = "warm", **kwargs) -> RunResult:
     """A run in the warm interpreter, or with the exec-ed one it replaces."""
     disabled = frozenset() if mode == "warm" else frozenset({"warm_interpreter"})
-    saved, sandbox._disabled = sandbox._disabled, disabled
+    saved, switches.disabled = switches.disabled, disabled
     try:
         result = run_python(source, **kwargs)
     finally:
-        sandbox._disabled = saved
+        switches.disabled = saved
     assert result.status != "sandbox_error", result.stderr
-    assert sandbox._last_run_warm == (mode == "warm"), mode
+    assert runner._last_run_warm == (mode == "warm"), mode
     return result
 
 
@@ -182,19 +190,19 @@ def test_what_the_interpreter_reads_at_its_start_gets_an_exec_ed_one() -> None:
     TZ, LD_*), or that does not fit the room the server keeps for it, gets its own exec."""
     result = run("import time\nprint(time.tzname)", "exec", env={"TZ": "EST+5"})
     assert result.stdout == "('EST', 'EST')\n"
-    saved = sandbox._disabled
+    saved = switches.disabled
     try:
-        sandbox._disabled = frozenset()
+        switches.disabled = frozenset()
         for env in ({"TZ": "EST+5"}, {"PYTHONPATH": "/x"}, {"LD_PRELOAD": ""}, {"LC_ALL": "C"}):
             result = run_python("import os\nprint(sorted(os.environ))", env=env)
-            assert result.status == "ok" and not sandbox._last_run_warm, env
+            assert result.status == "ok" and not runner._last_run_warm, env
             assert set(env) <= set(eval(result.stdout)), result  # noqa: S307 - our own output
         big = run_python("import os\nprint(len(os.environ['BIG']))", env={"BIG": "x" * 20000})
-        assert big.stdout == "20000\n" and not sandbox._last_run_warm
+        assert big.stdout == "20000\n" and not runner._last_run_warm
         assert run_python("pass", env={"CPTLAB_NONCE": "0" * 32}).status == "ok"
-        assert sandbox._last_run_warm
+        assert runner._last_run_warm
     finally:
-        sandbox._disabled = saved
+        switches.disabled = saved
 
 
 def test_a_warm_program_looks_exec_ed_on_the_host(token: str) -> None:
@@ -214,11 +222,11 @@ def test_a_warm_program_looks_exec_ed_on_the_host(token: str) -> None:
         assert found, "the running program is not found by its environment"
         with open(f"/proc/{found[0]}/cmdline", "rb") as f:
             argv = f.read().rstrip(b"\0").split(b"\0")
-        assert argv[:5] == [os.fsencode(a) for a in sandbox._PROGRAM_FLAGS]
-        assert argv[5] == sandbox._BOOTSTRAP.encode()
+        assert argv[:5] == [os.fsencode(a) for a in interpreter.PROGRAM_FLAGS]
+        assert argv[5] == interpreter.BOOTSTRAP.encode()
     finally:
         thread.join()
-    assert results[0].status == "ok" and sandbox._last_run_warm
+    assert results[0].status == "ok" and runner._last_run_warm
 
 
 # --- programs of one server see nothing of each other ------------------------------------------
@@ -336,7 +344,7 @@ def test_nothing_of_a_run_reaches_the_server_or_a_later_program(token: str) -> N
     source = f"# {secret[0].decode()}\nimport sys\nprint(len(sys.stdin.read()))\n"
     first = run(source, stdin=secret[1].decode(), env={"CPTLAB_SECRET": secret[2].decode()})
     assert first.stdout == "32\n"
-    server = sandbox._server
+    server = client._server
     assert server is not None and server.alive()
     assert _memory_holds(server.proc.pid, secret) == []
     holder: list[RunResult] = []
@@ -355,7 +363,7 @@ def test_nothing_of_a_run_reaches_the_server_or_a_later_program(token: str) -> N
         assert _memory_holds(pids[0], [token.encode()]) == [token.encode()]  # sanity: it reads
     finally:
         later.join()
-    assert holder[0].status == "ok" and sandbox._last_run_warm
+    assert holder[0].status == "ok" and runner._last_run_warm
 
 
 def test_the_prepared_tree_is_the_per_run_one() -> None:
@@ -363,11 +371,11 @@ def test_the_prepared_tree_is_the_per_run_one() -> None:
     source = "print(open('/proc/self/mountinfo').read())"
 
     def tree(disabled: frozenset[str]) -> list[str]:
-        saved, sandbox._disabled = sandbox._disabled, disabled
+        saved, switches.disabled = switches.disabled, disabled
         try:
             text = run_python(source).stdout
         finally:
-            sandbox._disabled = saved
+            switches.disabled = saved
         # mount point, options, fs type, source, super options (no mount ids)
         return [normalized(" ".join(line.split()[3:])) for line in text.splitlines() if line]
 
@@ -407,7 +415,7 @@ def test_a_pre_built_launcher_that_died_is_replaced() -> None:
     """The server's waiting launcher, killed: the next run gets one of its own, and the one
     after that a pre-built one again."""
     assert run("pass").status == "ok"
-    server = sandbox._server
+    server = client._server
     assert server is not None
     with open(f"/proc/{server.proc.pid}/task/{server.proc.pid}/children") as f:
         waiting = [int(pid) for pid in f.read().split()]
@@ -420,7 +428,7 @@ def test_a_pre_built_launcher_that_died_is_replaced() -> None:
     for _ in range(3):
         result = run("print(6 * 7)")
         assert (result.status, result.stdout) == ("ok", "42\n"), result
-    assert sandbox._server is server and server.alive()
+    assert client._server is server and server.alive()
 
 
 # A trainer under a W^X policy (as SELinux's deny_execmem or systemd's MemoryDenyWriteExecute
@@ -429,7 +437,7 @@ def test_a_pre_built_launcher_that_died_is_replaced() -> None:
 # would be common to every program forked from it.
 W_X_TRAINER = r"""
 import ctypes, struct, sys
-from cptlab import sandbox
+from cptlab.sandbox import run_python, runner
 libc = ctypes.CDLL(None, use_errno=True)
 libc.prctl.argtypes = (ctypes.c_int,) + (ctypes.c_ulong,) * 4
 ld, jeq, ret, and_k, allow, eacces = 0x20, 0x15, 0x06, 0x54, 0x7FFF0000, 0x00050000 | 13
@@ -438,8 +446,8 @@ rows = [(ld, 0, 0, 0), (jeq, 2, 0, 9), (jeq, 1, 0, 10), (ret, 0, 0, allow),  # m
 code = ctypes.create_string_buffer(b"".join(struct.pack("=HBBI", *row) for row in rows))
 fprog = ctypes.create_string_buffer(struct.pack("HxxxxxxQ", len(rows), ctypes.addressof(code)))
 assert libc.prctl(38, 1, 0, 0, 0) == 0 and libc.prctl(22, 2, ctypes.addressof(fprog), 0, 0) == 0
-result = sandbox.run_python(sys.stdin.read())
-print(result.status, sandbox._last_run_warm, result.stdout, result.stderr, sep="\n")
+result = run_python(sys.stdin.read())
+print(result.status, runner._last_run_warm, result.stdout, result.stderr, sep="\n")
 """
 
 SHARED_WRITABLE = r"""
@@ -458,7 +466,7 @@ def test_a_warm_program_shares_no_writable_memory_with_the_server() -> None:
     """No page a program can write is shared with the server, nor so with any other program
     forked from it, even where libffi maps memory shared (the program's own callback, the
     check that the policy holds)."""
-    source = os.path.dirname(os.path.dirname(sandbox.__file__))
+    source = os.path.dirname(os.path.dirname(cptlab.__file__))
     done = subprocess.run(
         [sys.executable, "-c", W_X_TRAINER],
         input=SHARED_WRITABLE, env=dict(os.environ, PYTHONPATH=source),
