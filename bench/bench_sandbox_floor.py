@@ -7,10 +7,11 @@ Every variant runs the same programs: the verifier's harness (`cptlab.verifiers.
 around the reference answers of code_train rows (generated when no --data is given), as a code
 reward runs them. The variants, measured round-robin in one run so that they share the load:
 
-* sandbox ...           `run_python`, every protection on, in each mode the sandbox has: the
-                        default, a launcher started per program (no launcher server), and, where
-                        the sandbox has them, a warm interpreter forked per program or exec-ed,
-                        and the mount tree prepared once or per program; with --compare-with REV,
+* sandbox ...           `run_python`, every protection on, in each of its modes: the default (a
+                        warm interpreter forked per program, the mount tree prepared once, the
+                        launcher pre-built while the previous program runs), the interpreter
+                        exec-ed per program, the mount tree made per program, no pre-built
+                        launcher, a launcher started per program; and, with --compare-with REV,
                         the sandbox as it was at that git revision (e.g. before a change).
 * floor: fork+exec      a warm helper forks and execs the program's interpreter exactly as the
                         sandbox's last process does (`python -S -s -B -c <bootstrap>` on main.py),
@@ -51,6 +52,7 @@ import types
 from pathlib import Path
 
 from cptlab import sandbox
+from cptlab.sandbox import client, housekeeping, interpreter, launcher, switches
 from cptlab.verifiers.asserts import split_tests
 from cptlab.verifiers.code import extract_code, harness
 
@@ -192,7 +194,7 @@ def sandbox_seccomp_blob() -> bytes:
     """The sandbox's own seccomp filter, built by its (nested) builder."""
     code = next(
         c
-        for c in sandbox._launcher_main.__code__.co_consts
+        for c in launcher.launcher_main.__code__.co_consts
         if isinstance(c, types.CodeType) and c.co_name == "seccomp_filter"
     )
     cells = {"os": os, "struct": struct}
@@ -204,7 +206,7 @@ def sandbox_seccomp_blob() -> bytes:
 
 class Helper:
     def __init__(self, env: dict[str, str]) -> None:
-        cfg = {"remap": sandbox._interpreter_remap(), "seccomp": sandbox_seccomp_blob()}
+        cfg = {"remap": housekeeping.interpreter_remap(), "seccomp": sandbox_seccomp_blob()}
         cfg["env"] = env
         self.reply_r, reply_w = os.pipe()
         self.proc = subprocess.Popen(
@@ -212,7 +214,7 @@ class Helper:
              str(reply_w)],
             stdin=subprocess.PIPE,
             pass_fds=(reply_w,),
-            env=dict(sandbox._BASE_ENV),
+            env=dict(interpreter.BASE_ENV),
             cwd="/",
         )  # fmt: skip
         os.close(reply_w)
@@ -236,7 +238,8 @@ class Helper:
 
 def sandbox_at(rev: str) -> types.ModuleType:
     """cptlab.sandbox as it was at git revision `rev`, as a module of its own (its own launcher
-    server), so that it runs interleaved with today's."""
+    server), so that it runs interleaved with today's. Only a revision where it was one file,
+    src/cptlab/sandbox.py (before it became a package)."""
     root = Path(__file__).resolve().parent.parent
     source = subprocess.run(
         ["git", "-C", str(root), "show", f"{rev}:src/cptlab/sandbox.py"],
@@ -252,9 +255,25 @@ def sandbox_at(rev: str) -> types.ModuleType:
     return module
 
 
-def server_cpu(sandbox: types.ModuleType = sandbox) -> float:
-    """The sandbox launcher server's CPU, with that of the launchers it has reaped."""
-    server = sandbox._server
+def switch_off(module: types.ModuleType, disabled: frozenset[str]) -> None:
+    """Switch parts of a sandbox off: today's package (its `switches`), or an older revision's
+    one-file module (`sandbox_at`), which kept them in `_disabled`."""
+    if module is sandbox:
+        switches.disabled = disabled
+    else:
+        module._disabled = disabled
+
+
+def launcher_server(module: types.ModuleType):
+    """A sandbox's launcher server, or None: today's package's (in `client`), or an older
+    revision's one-file module's."""
+    return client._server if module is sandbox else module._server
+
+
+def server_cpu(module: types.ModuleType = sandbox) -> float:
+    """The sandbox launcher server's CPU, with that of the launchers it has reaped (0 when none
+    runs)."""
+    server = launcher_server(module)
     if server is None or not server.alive():
         return 0.0
     with open(f"/proc/{server.proc.pid}/stat") as f:
@@ -302,12 +321,12 @@ def main() -> int:
     args = parser.parse_args()
     progs = programs(args)
     py = sys.executable
-    argv_program = [py, "-S", "-s", "-B", "-c", sandbox._BOOTSTRAP]
-    base = tempfile.mkdtemp(prefix="cptlab-floor-", dir=sandbox._workdir_base())
+    argv_program = [py, "-S", "-s", "-B", "-c", interpreter.BOOTSTRAP]
+    base = tempfile.mkdtemp(prefix="cptlab-floor-", dir=housekeeping.workdir_base())
     os.chmod(base, 0o755)
     workdir = os.path.join(base, "work")
     os.mkdir(workdir)
-    env = dict(sandbox._BASE_ENV, HOME=workdir, TMPDIR=workdir, CPTLAB_NONCE="0" * 32)
+    env = dict(interpreter.BASE_ENV, HOME=workdir, TMPDIR=workdir, CPTLAB_NONCE="0" * 32)
     helper = Helper(env)
 
     def helped(steps, argv=None, writes=True):
@@ -322,7 +341,7 @@ def main() -> int:
 
     def sandboxed(disabled: frozenset[str], module: types.ModuleType = sandbox):
         def run(source: str) -> float:
-            module._disabled = disabled
+            switch_off(module, disabled)
             cpu0, srv0 = own_cpu(), server_cpu(module)
             result = module.run_python(source, env={"CPTLAB_NONCE": "0" * 32})
             if result.status != "ok":
@@ -333,11 +352,13 @@ def main() -> int:
 
     ns = lambda flags: [f"unshare:{flags}", "fork"]  # noqa: E731 - the PID ns needs a child
     variants: dict[str, object] = {}
-    modes = {"sandbox (default)": frozenset()}
-    if hasattr(sandbox, "_may_run_warm"):  # the warm interpreter, and the exec it replaces
-        modes["sandbox (interpreter exec-ed)"] = frozenset({"warm_interpreter"})
-        modes["sandbox (mount tree per program)"] = frozenset({"prepared_tree"})
-    modes["sandbox (no launcher server)"] = frozenset({"launcher_server"})
+    modes = {
+        "sandbox (default)": frozenset(),
+        "sandbox (interpreter exec-ed)": frozenset({"warm_interpreter"}),
+        "sandbox (mount tree per program)": frozenset({"prepared_tree"}),
+        "sandbox (no pre-built launcher)": frozenset({"prebuilt"}),
+        "sandbox (no launcher server)": frozenset({"launcher_server"}),
+    }
     for label, disabled in modes.items():
         variants[label] = sandboxed(disabled)
     for rev in args.compare_with:

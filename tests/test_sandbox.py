@@ -22,8 +22,16 @@ from collections.abc import Iterator
 
 import pytest
 
-from cptlab import sandbox
-from cptlab.sandbox import Limits, RunResult, active_protections, run_python
+import cptlab
+from cptlab.sandbox import (
+    Limits,
+    RunResult,
+    active_protections,
+    client,
+    housekeeping,
+    run_python,
+    switches,
+)
 
 IS_ROOT = os.geteuid() == 0
 
@@ -419,7 +427,7 @@ def test_network_is_unreachable(
 ) -> None:
     if disabled and not active_protections()["network_namespace"]:
         pytest.skip("no network namespace on this machine: seccomp is the only network layer")
-    monkeypatch.setattr(sandbox, "_disabled", disabled)
+    monkeypatch.setattr(switches, "disabled", disabled)
     port = listener.getsockname()[1]
     attempts = [
         f"socket.create_connection(('127.0.0.1', {port}), timeout=1)",
@@ -518,9 +526,9 @@ def test_cannot_regain_privileges_or_create_namespaces(token: str) -> None:
 
 def test_fallback_without_namespaces(token: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Where namespaces are unavailable the runner must still contain or fail closed."""
-    monkeypatch.setattr(sandbox, "_disabled", frozenset({"namespaces"}))
+    monkeypatch.setattr(switches, "disabled", frozenset({"namespaces"}))
     first = run_python("print(1)", env={"CPTLAB_TOKEN": token})
-    if IS_ROOT and sandbox._interpreter_remap():
+    if IS_ROOT and housekeeping.interpreter_remap():
         # The interpreter lives where the sandbox uid cannot read it (pyenv under /root) and
         # only a mount namespace could re-expose it: refuse rather than run as root.
         assert first.status == "sandbox_error"
@@ -540,12 +548,12 @@ def test_cleanup_stays_inside_the_work_folder() -> None:
         os.chmod(parent, 0o751)
         os.chmod(outside, 0o751)
         work = os.path.join(parent, "work")
-        sandbox._rmtree(work)  # already gone (a sweep removed it): a no-op
+        housekeeping.rmtree(work)  # already gone (a sweep removed it): a no-op
         os.makedirs(os.path.join(work, "locked", "deeper"))
         open(os.path.join(work, "locked", "deeper", "f"), "w").close()
         os.symlink(outside, os.path.join(work, "link"))
         os.chmod(os.path.join(work, "locked"), 0)
-        sandbox._rmtree(work)
+        housekeeping.rmtree(work)
         assert not os.path.exists(work)
         assert stat.S_IMODE(os.stat(parent).st_mode) == 0o751
         assert stat.S_IMODE(os.stat(outside).st_mode) == 0o751
@@ -581,7 +589,7 @@ def test_without_the_launcher_server_runs_are_the_same(
 ) -> None:
     """Where the server cannot run (no pidfd), each launcher is started on its own."""
     served = active_protections()
-    monkeypatch.setattr(sandbox, "_disabled", frozenset({"launcher_server"}))
+    monkeypatch.setattr(switches, "disabled", frozenset({"launcher_server"}))
     assert run_python("print(6 * 7)").stdout == "42\n"
     assert active_protections() == served
     result = hostile(DAEMON.format(tail="time.sleep(60)"), token, wall_seconds=1.0)
@@ -590,18 +598,18 @@ def test_without_the_launcher_server_runs_are_the_same(
 
 def test_the_launcher_server_is_restarted_when_it_died() -> None:
     assert run_python("pass").status == "ok"
-    first = sandbox._server
+    first = client._server
     assert first is not None
     first.proc.kill()
     first.proc.wait()
     assert run_python("print(1)").stdout == "1\n"
-    assert sandbox._server is not first and sandbox._server.alive()
+    assert client._server is not first and client._server.alive()
 
 
 def test_a_run_ends_and_leaves_nothing_when_its_server_dies(token: str) -> None:
     """The launcher dies with the server (PDEATHSIG), and the namespace with the launcher."""
     assert run_python("pass").status == "ok"
-    server = sandbox._server
+    server = client._server
     assert server is not None
     results: list[RunResult] = []
     source = DAEMON.format(tail="time.sleep(60)")
@@ -620,8 +628,8 @@ def test_a_run_ends_and_leaves_nothing_when_its_server_dies(token: str) -> None:
 
 def test_the_launcher_server_dies_with_its_parent() -> None:
     code = (
-        "import os\nfrom cptlab import sandbox\nsandbox.run_python('pass')\n"
-        "print(sandbox._server.proc.pid, flush=True)\nos._exit(0)\n"
+        "import os\nfrom cptlab.sandbox import client, run_python\nrun_python('pass')\n"
+        "print(client._server.proc.pid, flush=True)\nos._exit(0)\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
@@ -643,12 +651,12 @@ def _running(pid: int) -> bool:
 
 def test_a_forked_child_starts_a_launcher_server_of_its_own() -> None:
     assert run_python("pass").status == "ok"
-    parent_server = sandbox._server
+    parent_server = client._server
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child reports through the pipe
         try:
-            ok = run_python("print(5)").stdout == "5\n" and sandbox._server is not parent_server
+            ok = run_python("print(5)").stdout == "5\n" and client._server is not parent_server
             os.write(write, b"1" if ok else b"0")
         finally:
             os._exit(0)
@@ -657,7 +665,7 @@ def test_a_forked_child_starts_a_launcher_server_of_its_own() -> None:
     os.close(read)
     os.waitpid(pid, 0)
     assert answer == b"1"
-    assert sandbox._server is parent_server and parent_server.alive()
+    assert client._server is parent_server and parent_server.alive()
     assert run_python("print(6)").stdout == "6\n"
 
 
@@ -668,7 +676,7 @@ NOBODY = 65534
 
 def as_nobody(code: str) -> subprocess.CompletedProcess:
     """`code` in SYSTEM_PYTHON as uid and gid 65534, with this checkout's cptlab importable."""
-    source = os.path.dirname(os.path.dirname(sandbox.__file__))
+    source = os.path.dirname(os.path.dirname(cptlab.__file__))
     prefix = f"import sys; sys.path.insert(0, {source!r}); "
     return subprocess.run(
         [SYSTEM_PYTHON, "-I", "-c", prefix + code],
@@ -688,8 +696,8 @@ def test_a_user_without_root_runs_programs_through_the_launcher_server():
     if importable.returncode != 0:
         pytest.skip(f"uid {NOBODY} cannot import this checkout: {importable.stderr[-300:]}")
     done = as_nobody(
-        "from cptlab import sandbox; r = sandbox.run_python('print(6 * 7)');"
-        " print(r.status, r.stdout.strip(), r.stderr.strip() or '-', sandbox._server is not None)"
+        "from cptlab.sandbox import client, run_python; r = run_python('print(6 * 7)');"
+        " print(r.status, r.stdout.strip(), r.stderr.strip() or '-', client._server is not None)"
     )
     assert done.returncode == 0, done.stderr[-2000:]
     status, out, err, through_server = done.stdout.split(maxsplit=3)
