@@ -18,8 +18,8 @@ def module_name(path: Path) -> str:
 
 
 def imported(path: Path, modules: set[str]) -> set[str]:
-    """The package's modules that `path` imports, `from X import name` counting as module X.name
-    where that is a module, else X."""
+    """The package's modules that `path` imports: `from X import name` counts as module X.name
+    where that is a module, else as X."""
     name = module_name(path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found = set()
@@ -31,7 +31,9 @@ def imported(path: Path, modules: set[str]) -> set[str]:
             if node.level:
                 anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join([*anchor, *([base] if base else [])])
-            targets = [f"{base}.{alias.name}" for alias in node.names] + [base]
+            # `from package import module` is an import of that module (Python runs the
+            # package's __init__ first for every submodule, which is no dependency of this one)
+            targets = [f"{base}.{alias.name}" for alias in node.names]
         else:
             continue
         for target in targets:
