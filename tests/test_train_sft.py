@@ -12,6 +12,7 @@ from cptlab.errors import ConfigError
 from cptlab.train.mixin import StageRecorder
 from cptlab.train.monitor import CollapseMonitor
 from cptlab.train.rewards import VerifierReward
+from cptlab.train.settings import SFTSettings
 from cptlab.train.sft import CptSFTTrainer, reference_answer, sft_args, sft_dataset
 
 torch.set_num_threads(1)
@@ -51,7 +52,9 @@ def test_examples_pair_each_prompt_with_its_answer_in_stage_order():
 
 
 def test_arguments_keep_the_method_params_and_never_pack(tmp_path):
-    args = sft_args({"completion_only_loss": False}, {**COMMON, "output_dir": str(tmp_path)}, 40)
+    args = sft_args(
+        SFTSettings(completion_only_loss=False), {**COMMON, "output_dir": str(tmp_path)}, 40
+    )
     assert (args.max_length, args.packing, args.completion_only_loss) == (40, False, False)
     assert (args.max_steps, args.learning_rate) == (2, 1.0e-3)
 
@@ -62,7 +65,9 @@ def test_the_trainer_trains_on_the_answers_only_and_logs_no_reward(tmp_path):
     rows = tiny_rows(4)
     folder = save_tiny_model(tmp_path / "base", rows)
     tokenizer = load_tokenizer(folder)
-    args = sft_args({"completion_only_loss": True}, {**COMMON, "output_dir": str(tmp_path)}, 64)
+    args = sft_args(
+        SFTSettings(completion_only_loss=True), {**COMMON, "output_dir": str(tmp_path)}, 64
+    )
     monitor = CollapseMonitor()
     recorder = StageRecorder(
         log_path=tmp_path / "train_log.jsonl",

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cptlab.errors import InputError
 from cptlab.verifiers import VERIFIERS, Verdict, register, score
 from cptlab.verifiers.base import MAX_COMPLETION_CHARS
 
@@ -69,8 +70,8 @@ def test_all_verifiers_are_registered() -> None:
     assert EXPECTED <= set(VERIFIERS)
 
 
-def test_unknown_verifier_raises_key_error_naming_it() -> None:
-    with pytest.raises(KeyError) as info:
+def test_unknown_verifier_is_bad_input_naming_it() -> None:
+    with pytest.raises(InputError) as info:
         score("no_such_verifier", r"\boxed{4}", ROW)
     message = str(info.value)
     assert "no_such_verifier" in message
@@ -78,7 +79,7 @@ def test_unknown_verifier_raises_key_error_naming_it() -> None:
 
 
 def test_unknown_verifier_raises_even_for_bad_completions() -> None:
-    with pytest.raises(KeyError, match="nope"):
+    with pytest.raises(InputError, match="nope"):
         score("nope", None, ROW)  # type: ignore[arg-type]
 
 

@@ -1,16 +1,18 @@
 """The `cptlab` command line: one subcommand per pipeline step; the Snakemake rules call these.
 
 Each stage package declares its subcommands in its own `cli.py` with `@command`; this module
-collects them (COMMAND_MODULES) and is the one error path: bad input (cptlab.errors.InputError:
-a config key, a data row, a malformed file; or an OSError: a missing file, an output that cannot
-be written) exits 2 with one line naming it, and `-v` adds the traceback; a training stage that
-ended abnormally (StageError: non-finite loss, collapse with action `error`) exits 3; any other
-exception is a bug in cptlab, reported as an internal error with its traceback (exit 1).
+collects them (COMMAND_MODULES) and is the one error path: bad input (an InputError, such as a
+ConfigError: a config key, a data row, a malformed file; or a missing or unreadable file, an
+output that cannot be written) exits 2 with one line naming it; a training stage that ended
+abnormally (StageError: non-finite loss, collapse with action `error`) exits 3; `-v` adds the
+traceback to either. Any other exception is a bug in cptlab, not in the input: an internal
+error, reported with its traceback, exit 1.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import logging
 import sys
@@ -77,12 +79,22 @@ CONFIG = arg(
 THREADS = arg("--threads", type=int, default=1, help="torch threads (Snakemake threads)")
 RESULTS_DIR = arg("--results-dir", required=True, help="the experiment's folder, results/<exp>")
 
+# The OSErrors about the user's files or disk rather than a bug: a missing, unreadable or
+# misplaced file, and an output that cannot be written (a full disk or quota, a read-only
+# file system).
+FILE_ERRORS = (
+    FileNotFoundError | FileExistsError | IsADirectoryError | NotADirectoryError | PermissionError
+)
+DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
+
 
 def parser() -> argparse.ArgumentParser:
     for module in COMMAND_MODULES:
         importlib.import_module(module)
     top = argparse.ArgumentParser(prog="cptlab", description=__doc__.split("\n")[0])
-    top.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    top.add_argument(
+        "-v", "--verbose", action="store_true", help="debug logging; a reported error's traceback"
+    )
     sub = top.add_subparsers(dest="command", required=True)
     for cmd in COMMANDS.values():
         p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.help)
@@ -101,23 +113,34 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args.run(args)
     except StageError as err:
-        print(f"cptlab {args.command}: {type(err).__name__}: {err}", file=sys.stderr)
+        _report(args, err, f"{type(err).__name__}: {err}")
         return 3
-    except (InputError, OSError) as err:
-        # Bad input or an unwritable output: one clear line naming the file, key or row (with
-        # the traceback under -v). OSError: a missing file or a full disk.
-        if args.verbose:
-            traceback.print_exc()
-        print(f"cptlab {args.command}: error: {_message(err)}", file=sys.stderr)
-        return 2
     except Exception as err:
-        # Anything else is a bug in cptlab, not the user's input: never reported as bad input.
+        if _is_bad_input(err):
+            _report(args, err, f"error: {_message(err)}")
+            return 2
         traceback.print_exc()
         print(
-            f"cptlab {args.command}: internal error: {type(err).__name__}: {err}", file=sys.stderr
+            f"cptlab {args.command}: internal error (a bug in cptlab, not in the input): "
+            f"{type(err).__name__}: {err}",
+            file=sys.stderr,
         )
         return 1
     return 0
+
+
+def _is_bad_input(err: Exception) -> bool:
+    """Whether `err` is the user's to fix (exit 2), rather than a bug in cptlab."""
+    if isinstance(err, InputError | FILE_ERRORS):
+        return True
+    return isinstance(err, OSError) and err.errno in DISK_ERRNOS
+
+
+def _report(args: argparse.Namespace, err: Exception, line: str) -> None:
+    """One line naming the problem; with `-v`, the traceback before it."""
+    if args.verbose:
+        traceback.print_exception(err)
+    print(f"cptlab {args.command}: {line}", file=sys.stderr)
 
 
 def _message(err: Exception) -> str:

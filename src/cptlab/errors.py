@@ -1,5 +1,6 @@
-"""The failures the CLI reports as one line without a traceback (cptlab.cli.main): the lowest
-layer of the package, imported by any module that raises them."""
+"""The failures the CLI reports in one line (cptlab.cli.main; `-v` adds the traceback), as
+opposed to a bug, which is an internal error. The lowest layer of the package: it imports nothing
+of cptlab, so every module can raise them."""
 
 
 class InputError(ValueError):

@@ -28,6 +28,7 @@ from transformers import (
     TopPLogitsWarper,
 )
 
+from cptlab.errors import ConfigError
 from cptlab.train.shared_prompt import cache_keyword, returned_cache
 
 
@@ -71,7 +72,7 @@ _INERT = {"repetition_penalty": (None, 1.0), "cache_implementation": (None,)}
 
 def rollout_sampling(generation_kwargs: dict) -> dict:
     """`sample_completions`' keyword arguments for a TRL trainer's `generation_kwargs` (the
-    settings it passes to `generate`); a ValueError names any setting it cannot reproduce."""
+    settings it passes to `generate`); a ConfigError names any setting it cannot reproduce."""
     unsupported = sorted(
         key
         for key, value in generation_kwargs.items()
@@ -79,7 +80,7 @@ def rollout_sampling(generation_kwargs: dict) -> dict:
     )
     if unsupported or not generation_kwargs.get("do_sample", True):
         what = ", ".join(f"{k}={generation_kwargs[k]!r}" for k in unsupported) or "do_sample=False"
-        raise ValueError(f"compact generation does not reproduce {what}; turn it off")
+        raise ConfigError(f"compact generation does not reproduce {what}; turn it off")
     eos = generation_kwargs.get("eos_token_id")
     temperature = generation_kwargs.get("temperature")
     return {

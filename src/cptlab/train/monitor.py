@@ -21,7 +21,7 @@ import logging
 from collections import Counter
 from dataclasses import dataclass, field
 
-from cptlab.errors import StageError
+from cptlab.errors import ConfigError, StageError
 from cptlab.train.settings import CollapseSettings
 
 log = logging.getLogger(__name__)
@@ -99,7 +99,7 @@ class CollapseMonitor:
 
     def __post_init__(self) -> None:
         if self.action not in ACTIONS:
-            raise ValueError(f"collapse.action must be one of {ACTIONS}, got {self.action!r}")
+            raise ConfigError(f"collapse.action must be one of {ACTIONS}, got {self.action!r}")
         known = {
             "top_ngram_share",
             "repeated_ngram_share",
@@ -112,7 +112,7 @@ class CollapseMonitor:
         }
         unknown = sorted(set(self.thresholds) - known)
         if unknown:
-            raise ValueError(
+            raise ConfigError(
                 f"collapse.thresholds names unknown metric(s) {unknown}; known: {sorted(known)}"
             )
 

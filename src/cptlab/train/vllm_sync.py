@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from types import MethodType
 
+from cptlab.errors import ConfigError
+
 
 def on_vllm_cpu() -> bool:
     from vllm.platforms import current_platform
@@ -40,7 +42,7 @@ def adapt_weight_sync(trainer) -> None:
     if generation is None or generation.mode != "colocate" or not on_vllm_cpu():
         return
     if trainer.model.config.tie_word_embeddings:
-        raise ValueError(
+        raise ConfigError(
             "training.use_vllm with vllm_mode colocate on vLLM's CPU build needs a model with "
             "untied embeddings (base.model.tie_word_embeddings: false): vLLM's in-place weight "
             "reload does not refresh a tied output layer there"

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from cptlab.errors import InputError
+
 # Longer completions are scored 0 with a reason instead of being parsed: no verifier should
 # spend unbounded time on a degenerate output. 200k chars is ~50k tokens, far above the study's
 # 8192-token responses.
@@ -71,14 +73,14 @@ def score(verifier: str, completion: str, row: dict, *, truncated: bool = False)
     `truncated`: the completion was cut at the token limit (no end token); passed on to the
     verifiers registered with `sees_truncation`, ignored by the others.
 
-    An unknown verifier name is a configuration error and does raise (KeyError naming it);
+    An unknown verifier name is a configuration error and does raise (InputError naming it);
     everything that depends on the model's output gives a Verdict, with `reason` set when
     the completion could not be scored.
     """
     try:
         fn = VERIFIERS[verifier]
     except KeyError:
-        raise KeyError(f"unknown verifier {verifier!r}; known: {sorted(VERIFIERS)}") from None
+        raise InputError(f"unknown verifier {verifier!r}; known: {sorted(VERIFIERS)}") from None
     if not isinstance(completion, str):
         return malformed(f"completion is {type(completion).__name__}, not text")
     if len(completion) > MAX_COMPLETION_CHARS:
