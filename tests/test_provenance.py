@@ -71,8 +71,17 @@ def tree(tmp_path) -> SourceTree:
                 @command("other", "help")
                 def other(args):
                     pass
+
+                @command("helped", "help")
+                def helped(args):
+                    return _read(args)
+
+                def _read(args):
+                    from cptlab.c import reader
+                    return reader
             """,
             "c/setup.py": "",
+            "c/reader.py": "",
             "schemas/config.schema.yaml": "{}\n",
         },
     )
@@ -91,6 +100,8 @@ def test_a_commands_sources_follow_every_import_form(tree):
     second = names(tree, "second")
     assert {"b/__init__.py", "b/deep.py", "b/leaf.py"} <= second
     assert not {"a/work.py", "a/lazy.py", "b/unused.py"} & second
+    # a handler's helper in its own module: the helper's lazy imports run with the handler
+    assert "c/reader.py" in names(tree, "helped") and "c/reader.py" not in names(tree, "other")
 
 
 def test_the_hash_changes_with_content_only(tree):

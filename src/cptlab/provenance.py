@@ -103,6 +103,21 @@ class SourceTree:
             found.update(".".join(parts[:i]) for i in range(1, len(parts) + 1))
         return {name for name in found if name in self.files}
 
+    def called_functions(self, module: str, handler: ast.FunctionDef) -> list[ast.FunctionDef]:
+        """`handler` and the functions of its module it calls, directly or through each other:
+        their lazy imports run when it does."""
+        functions = {
+            node.name: node for node in self.trees[module].body if isinstance(node, ast.FunctionDef)
+        }
+        reached = {handler.name: handler}
+        todo = [handler]
+        while todo:
+            for node in ast.walk(todo.pop()):
+                if isinstance(node, ast.Name) and node.id in functions and node.id not in reached:
+                    reached[node.id] = functions[node.id]
+                    todo.append(functions[node.id])
+        return list(reached.values())
+
     def closure(self, start: set[str]) -> set[str]:
         """Every cptlab module that importing `start` can load, lazily or not."""
         seen: set[str] = set()
@@ -118,8 +133,8 @@ class SourceTree:
 
     def command_sources(self, command: str) -> list[Path]:
         """The files subcommand `command` runs: its command module, what every command module
-        imports at its top level, what its handler imports, everything those import in turn,
-        and the package data they read."""
+        imports at its top level, what its handler and the module's functions it calls import,
+        everything those import in turn, and the package data they read."""
         if command not in self.commands:
             raise KeyError(f"no cptlab subcommand {command!r} in {self.root}")
         # `cptlab.cli.parser()` imports every command module, so each one's top-level imports
@@ -134,7 +149,7 @@ class SourceTree:
             parents = {name.rsplit(".", i)[0] for i in range(1, name.count(".") + 1)}
             start |= (self.imports(top, name) | parents) - command_modules
         module, handler = self.commands[command]
-        start |= self.imports([handler], module) - command_modules
+        start |= self.imports(self.called_functions(module, handler), module) - command_modules
         modules = self.closure(start) | {module}
         files = {self.files[m] for m in modules}
         for name in modules:
