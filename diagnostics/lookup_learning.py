@@ -59,7 +59,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     tokenizer = load_tokenizer(args.tokenizer)
     model = build_model(BaseSettings.from_config(load_config(args.config)).model, tokenizer, 0)
-    # Two streams that never meet; seed 0 gives the run in docs/embedded-testbed.md.
+    # Two streams that never meet; seed 0 gives the run in docs/notebook/testbed.md.
     held_out = drills(random.Random(999 + args.seed), 200)
     stream = random.Random(1 + args.seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)

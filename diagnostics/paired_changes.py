@@ -1,6 +1,6 @@
 """One run's changes between checkpoints, with paired bootstrap 95% intervals over items.
 
-The embedded results table of docs/results.md: for one method and seed of an experiment,
+The embedded results table of docs/notebook/results.md: for one method and seed of an experiment,
 - the gain of each stage: its domain's id accuracy after the stage minus before it;
 - the forgetting of each earlier stage's domain: its id accuracy after the last stage minus
   after its own stage;

@@ -1,5 +1,5 @@
 """diagnostics/science_errors.py tells a wrong fact from a fact bound to the wrong letter, as
-docs/embedded-testbed.md reports them."""
+docs/notebook/testbed.md reports them."""
 
 import importlib.util
 from pathlib import Path

@@ -1,7 +1,43 @@
 """cptlab: continual post-training lab.
 
-Chains on-policy post-training stages (GRPO, SDPO and variants) over a sequence of domains,
-evaluates every checkpoint, and measures forgetting and drift.
+Chains on-policy post-training stages (GRPO, SDPO and variants; SFT as the off-policy baseline)
+over a sequence of domains, evaluates every checkpoint, and measures forgetting and drift.
+docs/design.md ("Module map") says what each module owns.
+
+The stage packages, one per step of the workflow, each with its subcommands in its `cli.py`:
+
+domains/             the benchmark registry, the synthetic domains and the study's datasets
+base_model/          the embedded base model (`build-base`)
+train/               one continual-learning stage on TRL (`train-stage`)
+evaluation/          scoring a checkpoint on its benchmarks (`evaluate-checkpoint`)
+results/             the tables, findings and figures of an experiment
+drift/               parameter and response drift, data-set distances, collapse forensics
+verifiers/           answer parsing and scoring, one module per answer family
+
+The shared modules:
+
+cli.py               the `cptlab` command: the subcommand registry (@command), one error path
+__main__.py          `python -m cptlab`, for launchers that start a module in each process
+errors.py            InputError (exit 2; ConfigError is one) and StageError (exit 3)
+config.py            loading a config: YAML, `extends:` overlays, overrides, the schema
+validation.py        the config's name and method checks, above plan and spec
+config_reference.py  `cptlab config-reference`: config/README.md from the schema
+layout.py            Layout: every path under results/<experiment>/
+plan.py              the experiment's shape: data sets, benchmark lists, chains of stages
+provenance.py        what each job depends on (settings, code hash); `commit-provenance`
+resources.py         per-rule compute (threads, GPUs, runtime, memory, launcher)
+workload.py          `cptlab plan-hours`: every job's estimated work against its time limit
+site.py              what a config asks of the machine, checked before the first job
+locks.py             freeing the lock of a Snakemake run killed with -9
+slurm.py             SLURM jobs a killed run left queued or running: the next run waits
+progress.py          `cptlab watch`: what each running job is doing
+artifacts.py         atomic writes; a manifest.json written last marks a folder complete
+rows.py              the canonical row schema
+chat.py              the ChatML format shared by tokenizer, training and evaluation
+teacher_prompt.py    SDPO's teacher prompt (demonstration + feedback)
+checkpoints.py       loading a checkpoint folder (weights, tokenizer); no downloads
+plotting.py          matplotlib without a display; save_figure (PNG + PDF)
+sandbox.py           running model-written programs (docs/sandbox.md)
 """
 
 import os

@@ -1,6 +1,12 @@
 """Benchmarks as declarative registry entries (loader or generator, split, verifier).
 
-Adding a benchmark is adding an entry: see `embedded.py` for the synthetic testbed.
+registry.py  Benchmark, the registry (BENCHMARKS) and how an entry is loaded
+embedded/    the synthetic testbed: its domains, registered by `register_domain`
+paper/       the study's datasets: one `Recipe` per split, run by one pipeline
+prepare.py   `cptlab prepare-data`: one benchmark as a validated JSONL file
+cli.py       the `prepare-data` subcommand
+
+Adding a benchmark is adding an entry (docs/extending.md).
 """
 
 from cptlab.domains.registry import (

@@ -1,6 +1,6 @@
-"""The study's six findings (../shared/docs/paper.md), each scored on this run, plus the
-testbed's two checks: every stage learns (GRPO and SDPO_0), and SFT forgets (the positive
-control).
+"""The study's six findings ("Denser ≠ Better", arXiv 2607.01763; each claim is stated in words
+in PARTS below), each scored on this run, plus the testbed's two checks: every stage learns
+(GRPO and SDPO_0), and SFT forgets (the positive control).
 
 Every finding is one or more *parts*: a quantity measured per seed (most are paired
 differences between two methods on the same seed), its mean with a t-based 95% interval over

@@ -10,6 +10,17 @@
 | knowledge | -                          | MCQ about invented countries     |
 
 plus `copying`, warm-up drills only (see copying.py).
+
+common.py   item streams split into disjoint buckets; `register_domain`
+facts.py    the invented fact tables of the MCQ domains (science, knowledge)
+math.py     ranking numbers, \\boxed{} answers
+science.py  MCQs over the fact tables: science and knowledge
+tool.py     ReAct calls (ToolAlpaca-like) and JSON calls among schemas (BFCL-like)
+code.py     functions checked by unit tests; stdin/stdout programs
+logic.py    ordering deductions (evaluated only)
+copying.py  in-context copying and lookup drills, warm-up only
+
+A domain is one module imported here and named in EMBEDDED_DOMAINS (docs/extending.md).
 """
 
 from cptlab.domains.embedded import code, copying, logic, math, science, tool  # noqa: F401

@@ -11,7 +11,7 @@ tokenizer's `max_digits_per_token: 3` every 2-digit number is one token, so copy
 is a one-token lookup. The warm-up teaches the task only in part: the base answers some items
 right, samples the right operand more often than greedy picks it, and often answers a number
 that is not in the question at all. RL mostly turns those answers into right ones, and that
-carries to unseen numbers (docs/embedded-testbed.md, "Does it learn?": why the task is a
+carries to unseen numbers (docs/embedded-testbed.md, "Design choices": why the task is a
 ranking and not arithmetic).
 """
 
@@ -65,7 +65,7 @@ def make_item(rng: random.Random, form: str) -> Item:
         # No reference is a bare `\\boxed{n}`: that is what SDPO_0's stripped demonstration of a
         # reasoned answer looks like, and a teacher that has seen bare references answer bare
         # cannot tell from it that the successful answer reasoned (as in science and tool, whose
-        # every reference reasons; docs/embedded-testbed.md, "SDPO_0's math stage").
+        # every reference reasons; docs/notebook/testbed.md, "SDPO_0's math stage").
         solution=rng.choice(
             (
                 f"The answer is \\boxed{{{value}}}.",
