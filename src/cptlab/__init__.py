@@ -37,7 +37,7 @@ chat.py              the ChatML format shared by tokenizer, training and evaluat
 teacher_prompt.py    SDPO's teacher prompt (demonstration + feedback)
 checkpoints.py       loading a checkpoint folder (weights, tokenizer); no downloads
 plotting.py          matplotlib without a display; save_figure (PNG + PDF)
-sandbox.py           running model-written programs (docs/sandbox.md)
+sandbox/             running model-written programs (docs/sandbox.md)
 """
 
 import os
