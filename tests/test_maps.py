@@ -11,7 +11,8 @@ folder (`embedded/`), in the text that describes its package:
   README     the package's entry in the code block under "## Layout": the line under
              `src/cptlab/` that starts with its path, and the more indented lines below it (a
              top-level module or package is an entry of its own).
-The modules are read from the file system, so a new module fails here until it is documented.
+The modules are read from the file system, so a new module fails here until it is documented,
+and a map that names a module the package no longer has fails too.
 """
 
 from __future__ import annotations
@@ -130,3 +131,28 @@ def test_every_subcommand_is_named_in_design_md():
     text = DESIGN.read_text()
     missing = sorted(name for name in cli.COMMANDS if f"`{name}`" not in text)
     assert not missing, f"docs/design.md does not name the subcommands {missing}"
+
+
+def named_modules(text: str) -> set[str]:
+    """The module file names `text` mentions on their own (`spec.py`; not `train/spec.py`)."""
+    return set(re.findall(r"(?<![\w/.-])(\w+\.py)\b", text))
+
+
+def listed_in_docstring(package: str) -> set[str]:
+    """The modules the package docstring's list names: lines that start with `name.py`."""
+    return {m.group(1) for m in re.finditer(r"^(\w+\.py)\s", docstring(package), re.M)}
+
+
+@pytest.mark.parametrize("package", packages(), ids=lambda p: p or "cptlab")
+def test_no_map_names_a_module_that_is_gone(package):
+    existing = set(members(package))
+    key = package or "cptlab"
+    maps = {
+        f"src/cptlab/{package}/__init__.py's list": listed_in_docstring(package),
+        f"docs/design.md's row `{key}/`": named_modules(design_rows()[key]),
+    }
+    if package:
+        maps[f"README's layout, entry {package}/"] = named_modules(readme_entries()[package + "/"])
+    for where, named in maps.items():
+        gone = sorted(named - existing)
+        assert not gone, f"{where} names {gone}, which src/cptlab/{package} does not have"
