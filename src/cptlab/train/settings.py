@@ -315,9 +315,10 @@ class SDPOSettings(PolicySettings):
 
     Parameters:
         teacher_model_kind (`str`, *optional*, defaults to `"ema"`):
-            The teacher: `base`, a frozen copy of the teacher_anchor; `ema`, its EMA towards the
-            student; `live`, the student itself; or `trust_region`, the SDPO reference's
-            (logits = lerp(frozen anchor, student, teacher_trust_region_mix)).
+            The teacher (cptlab.train.teachers): `frozen`, a frozen copy of the
+            teacher_anchor; `ema`, its EMA towards the student; `student`, the student itself;
+            or `trust_region`, the SDPO reference's (logits = lerp(frozen anchor, student,
+            teacher_trust_region_mix)). The former names `base` and `live` still work.
         teacher_update_rate (`float`, *optional*, defaults to `0.05`):
             EMA teacher update rate.
         teacher_sync_steps (`int`, *optional*, defaults to `1`):

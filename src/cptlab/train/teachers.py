@@ -4,7 +4,9 @@ Each kind says what TRL's SDPOTrainer runs it as, whether it takes an anchor (`t
 `teacher_anchor_mix`), what it carries from step to step (saved in every trainer checkpoint and
 restored on resume) and which method keys it rules out. cptlab.train.spec checks a method's keys
 with it, cptlab.train.stage decides what a resumable checkpoint holds, and cptlab.train.sdpo
-builds, saves and restores the teacher from it: a kind added here is added everywhere.
+builds, saves and restores the teacher from it. The trainer knows a kind by the TRL setup it
+runs as (`trl_teacher`: TRL's kind and the trust region), one kind per setup, so a new kind is
+also new teacher behaviour in cptlab.train.sdpo (docs/extending.md).
 
 | kind           | the teacher                                              | TRL's kind |
 |----------------|----------------------------------------------------------|------------|
