@@ -3,13 +3,17 @@ imports), measured side by side in one run on the same prompts and model.
 
     OMP_NUM_THREADS=1 .venv/bin/python bench/bench_eval.py            # random embedded-size model
     .venv/bin/python bench/bench_eval.py --model results/embedded/base --threads 2
+    .venv-vllm/bin/python bench/bench_eval.py --head-dim 32            # with vLLM's CPU build
 
 Without --model the script trains a byte-level BPE tokenizer on the embedded math prompts and
-builds a random Qwen2 model of the embedded default's size (config/config.yaml `base.model`),
-saved to a temporary folder (vLLM loads it from there). Prompts: the first --prompts items of
-the embedded `math_id` benchmark; greedy decoding, --max-new-tokens per completion. Tokens
-generated count each completion up to and including its end token. The batched and the
-one-at-a-time runs must give the same completions (greedy, left padding): the script says so.
+builds a random Qwen2 model of the embedded default's size (config/config.yaml `base.model`;
+`--head-dim 32` for vLLM's CPU attention), saved to a temporary folder (vLLM loads it from
+there). Prompts: the first --prompts items of an embedded benchmark (`--benchmark`, math_id);
+greedy decoding, --max-new-tokens per completion. Tokens generated count each completion up to
+and including its end token. Backends: HF `generate` batched as evaluation runs it, the same
+batches through the training loop's compact decode loop (`evaluation.compact_generation`), HF
+one prompt at a time, and vLLM where it imports (the .venv-vllm environment). The script says
+how many completions differ from the batched HF ones (greedy: none should, up to float ties).
 """
 
 from __future__ import annotations
@@ -46,11 +50,22 @@ def parse() -> argparse.Namespace:
     p.add_argument("--rounds", type=int, default=2, help="repetitions (median reported)")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--no-vllm", action="store_true", help="skip vLLM even if it imports")
+    p.add_argument(
+        "--head-dim",
+        type=int,
+        default=None,
+        help="the random model's head size (hidden_size / heads); vLLM's CPU attention needs 32",
+    )
+    p.add_argument("--benchmark", default="math_id", help="the embedded benchmark of the prompts")
     return p.parse_args()
 
 
-def build_random(folder: Path, rows: list[dict]) -> Path:
+def build_random(folder: Path, rows: list[dict], head_dim: int | None = None) -> Path:
     config = yaml.safe_load(Path("config/config.yaml").read_text())
+    if head_dim:
+        shape = config["base"]["model"]
+        heads = shape["hidden_size"] // head_dim
+        shape.update(num_heads=heads, num_kv_heads=min(shape["num_kv_heads"], heads))
     texts = [m["content"] for r in rows for m in r["prompt"]]
     texts += [r["metadata"].get("solution", r["answer"]) for r in rows]
     tokenizer = train_tokenizer(texts, config["base"]["tokenizer"]["vocab_size"])
@@ -73,11 +88,15 @@ def timed(fn, rounds: int):
 def main() -> int:
     args = parse()
     torch.set_num_threads(args.threads)
-    rows = load_benchmark("math_id", n=args.prompts, seed=0)
+    rows = load_benchmark(args.benchmark, n=args.prompts, seed=0)
     prompts = [r["prompt"] for r in rows]
     sampling = Sampling(max_new_tokens=args.max_new_tokens)
     with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(args.model) if args.model else build_random(Path(tmp) / "model", rows)
+        folder = (
+            Path(args.model)
+            if args.model
+            else build_random(Path(tmp) / "model", rows, args.head_dim)
+        )
         model, tokenizer = load_checkpoint(folder)
         print(
             f"model {folder} ({count_parameters(model) / 1e6:.2f} M parameters), "
@@ -90,6 +109,12 @@ def main() -> int:
             return lambda stats: generate(model, tokenizer, prompts, sampling, 0, batch_size, stats)
 
         results["hf batched"] = timed(hf(args.batch_size), args.rounds)
+        results["compact"] = timed(
+            lambda stats: generate(
+                model, tokenizer, prompts, sampling, 0, args.batch_size, stats, compact=True
+            ),
+            args.rounds,
+        )
         results["hf one-at-a-time"] = timed(hf(1), args.rounds)
         if not args.no_vllm:
             try:
@@ -112,10 +137,14 @@ def main() -> int:
             f"batched / one-at-a-time throughput: "
             f"{rate['hf batched'] / rate['hf one-at-a-time']:.1f}x"
         )
+        print(f"compact / hf batched throughput: {rate['compact'] / rate['hf batched']:.2f}x")
         if "vllm" in rate:
             print(f"vllm / hf batched throughput: {rate['vllm'] / rate['hf batched']:.1f}x")
-        same = results["hf batched"][2] == results["hf one-at-a-time"][2]
-        print(f"batched and one-at-a-time completions identical: {same}")
+            print(f"vllm / compact throughput: {rate['vllm'] / rate['compact']:.1f}x")
+        batched = results["hf batched"][2]
+        for name in ("hf one-at-a-time", "compact"):
+            differ = sum(a != b for a, b in zip(batched, results[name][2], strict=True))
+            print(f"{name}: {differ} of {len(batched)} completions differ from hf batched")
     return 0
 
 

@@ -132,3 +132,22 @@ def test_settings_it_cannot_reproduce_are_refused_by_name():
         compact_generation.rollout_sampling({**kwargs, "repetition_penalty": 1.2})
     with pytest.raises(ValueError, match="do_sample=False"):
         compact_generation.rollout_sampling({**kwargs, "do_sample": False})
+
+
+def test_compact_greedy_evaluation_gives_generates_completions(world):
+    """`evaluation.compact_generation`: the same greedy completions as HF `generate` (the
+    evaluation's batches, sorted by length, left-padded), and the same token count."""
+    from cptlab.checkpoints import load_checkpoint
+    from cptlab.evaluation.generation import generate
+    from cptlab.evaluation.settings import Sampling
+
+    model, tokenizer = load_checkpoint(world["base"])
+    prompts = [[{"role": "user", "content": "What is " + "1 + " * n + "1?"}] for n in range(12)]
+    sampling = Sampling(max_new_tokens=12)
+    stats_hf, stats_compact = {}, {}
+    expected = generate(model, tokenizer, prompts, sampling, batch_size=4, stats=stats_hf)
+    got = generate(
+        model, tokenizer, prompts, sampling, batch_size=4, stats=stats_compact, compact=True
+    )
+    assert got == expected
+    assert stats_compact == stats_hf and stats_hf["tokens_generated"] > len(prompts)

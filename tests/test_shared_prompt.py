@@ -13,6 +13,7 @@ from tiny_models import tiny_qwen2
 from tiny_world import one_step_world, train_one_step
 
 from cptlab.train import shared_prompt
+from cptlab.train.settings import METHOD_SETTINGS
 from cptlab.train.shared_prompt import completion_logits, shareable
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -56,18 +57,20 @@ def logits_and_gradients(forward, model, input_ids, attention_mask, width):
     return logits.detach().masked_fill(~completion_mask, 0.0), grads
 
 
+@pytest.mark.parametrize("groups", [1, 3, 20], ids=["one group", "length groups", "a row each"])
 @pytest.mark.parametrize(
     "prompt_lengths, per_prompt",
     [([9, 5, 12], 4), ([7, 7, 3, 10, 1], 1)],
     ids=["groups of four", "every prompt distinct"],
 )
-def test_shared_prompt_forward_equals_the_whole_row_forward(prompt_lengths, per_prompt):
+def test_shared_prompt_forward_equals_the_whole_row_forward(prompt_lengths, per_prompt, groups):
     model = tiny_qwen2(VOCAB, seed=1)
     input_ids, attention_mask = rollout_batch(prompt_lengths, per_prompt, 12, 6)
     expected, expected_grads = logits_and_gradients(
         whole_row_logits, model, input_ids, attention_mask, 6
     )
-    got, grads = logits_and_gradients(completion_logits, model, input_ids, attention_mask, 6)
+    grouped = lambda *args: completion_logits(*args, groups=groups)  # noqa: E731
+    got, grads = logits_and_gradients(grouped, model, input_ids, attention_mask, 6)
     torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
     assert expected_grads.keys() == grads.keys()
     for name, grad in expected_grads.items():
@@ -92,22 +95,66 @@ def world(tmp_path_factory):
 @pytest.mark.parametrize("method", ["grpo", "sdpo_frozen"])
 def test_a_training_step_is_the_same_with_the_shared_prompt_forward(world, method, monkeypatch):
     """One step from the same weights: the same rollouts, so the same loss and gradient norm
-    up to float rounding (the gradient norm is taken before clipping)."""
+    up to float rounding (the gradient norm is taken before clipping), with the shared-prompt
+    forward in one group and in length groups."""
     calls = []
     original = shared_prompt.completion_hidden_states
     monkeypatch.setattr(
         shared_prompt,
         "completion_hidden_states",
-        lambda *args: calls.append(1) or original(*args),
+        lambda *args: calls.append(args[-1]) or original(*args),
     )
     first = {}
-    for shared in (False, True):
+    for shared, grouped in ((False, False), (True, False), (True, True)):
         calls.clear()
-        out = train_one_step(world, method, f"{method}-{shared}", shared_prompt_forward=shared)
+        out = train_one_step(
+            world,
+            method,
+            f"{method}-{shared}-{grouped}",
+            shared_prompt_forward=shared,
+            length_grouped_forward=grouped,
+        )
         log = out / "train_log.jsonl"
-        first[shared] = json.loads(log.read_text().splitlines()[0])
-        assert bool(calls) == shared  # the trainer took the path under test
-    whole, shared = first[False], first[True]
+        first[shared, grouped] = json.loads(log.read_text().splitlines()[0])
+        # the trainer took the path under test, with its groups
+        assert set(calls) == ({shared_prompt.LENGTH_GROUPS if grouped else 1} if shared else set())
+    whole = first[False, False]
     assert whole["grad_norm"] > 0  # the step learnt something to compare
-    assert shared["loss"] == pytest.approx(whole["loss"], rel=1e-4, abs=1e-7)
-    assert shared["grad_norm"] == pytest.approx(whole["grad_norm"], rel=1e-4)
+    for shared in (first[True, False], first[True, True]):
+        assert shared["loss"] == pytest.approx(whole["loss"], rel=1e-4, abs=1e-7)
+        assert shared["grad_norm"] == pytest.approx(whole["grad_norm"], rel=1e-4)
+
+
+def test_a_length_group_is_only_as_wide_as_its_longest_completion(monkeypatch):
+    """The point of the groups: no group forwards columns past its longest completion, and a
+    mask with a hole keeps the row's tokens after it."""
+    model = tiny_qwen2(VOCAB, seed=1)
+    input_ids, attention_mask = rollout_batch([9, 5, 12], 4, 12, 6)
+    attention_mask[0, 12:] = torch.tensor([1, 0, 1, 0, 0, 0])  # row 0: 3 columns, one masked
+    lengths = [int(m[12:].nonzero().max()) + 1 for m in attention_mask]
+    widths = []
+    backbone = model.model
+    original = type(backbone).forward
+
+    def recording(self, input_ids=None, **kwargs):
+        if kwargs.get(shared_prompt.cache_keyword(type(backbone))) is not None:
+            widths.append(input_ids.size(1))
+        return original(self, input_ids=input_ids, **kwargs)
+
+    monkeypatch.setattr(type(backbone), "forward", recording)
+    completion_logits(model, input_ids, attention_mask, 6, groups=3)
+    by_length = sorted(lengths)
+    assert widths == [max(by_length[i * 4 : i * 4 + 4]) for i in range(3)]
+    assert widths[0] < 6  # the short rows' group skipped the padding
+
+
+def test_length_groups_need_the_shared_prompt_forward(tmp_path):
+    from cptlab.errors import ConfigError
+    from cptlab.train.settings import TrainingSettings
+    from cptlab.train.spec import _check_semantics
+
+    grouped = TrainingSettings(length_grouped_forward=True)
+    with pytest.raises(ConfigError, match="length_grouped_forward .* shared_prompt_forward"):
+        _check_semantics("grpo", METHOD_SETTINGS["grpo"](), grouped, "config")
+    _check_semantics("grpo", METHOD_SETTINGS["grpo"](), grouped.with_overrides(
+        {"shared_prompt_forward": True}), "config")  # fmt: skip

@@ -275,6 +275,20 @@ def dataset_distance_settings(wc):
     return {"seed": config["data"]["seed"], "drift": asdict(DriftSettings.from_config(config))}
 
 
+# --- scheduling -------------------------------------------------------------------------------
+
+# On a few cores the training chains are the critical path (docs/notebook/speed.md). A ready
+# training stage runs first, an earlier stage before a later one: the chains advance together,
+# and while their last and longest stages run, the short jobs fill the other cores. Of those, a
+# chain's drift goes first (its figures wait on it), then evaluation, then the data-set
+# distances, which wait on every evaluation.
+PRIORITY = {"drift_chain": 3, "evaluate": 2, "dataset_distance": 1}
+
+
+def train_priority(wc):
+    return 10 + len(SEQUENCE) - int(wc.stage)
+
+
 # --- resources --------------------------------------------------------------------------------
 
 

@@ -24,6 +24,7 @@ rule drift_chain:
         config=CONFIG_FILE,
         results=results_dir,
     threads: threads("drift")
+    priority: PRIORITY["drift_chain"]
     resources:
         **resources("drift"),
     log:
@@ -52,6 +53,7 @@ rule dataset_distance:
         config=CONFIG_FILE,
         results=results_dir,
     threads: threads("drift")
+    priority: PRIORITY["dataset_distance"]
     resources:
         **resources("drift"),
     log:

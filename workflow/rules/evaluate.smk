@@ -39,6 +39,7 @@ if WHOLE_BENCHMARKS:
             results=results_dir,
             checkpoint="",
         threads: threads("evaluate")
+        priority: PRIORITY["evaluate"]
         resources:
             **resources("evaluate"),
         log:
@@ -99,6 +100,7 @@ if SPLIT_BENCHMARKS:
             results=results_dir,
             checkpoint="",
         threads: threads("evaluate")
+        priority: PRIORITY["evaluate"]
         resources:
             **resources("evaluate"),
         log:

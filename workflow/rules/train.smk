@@ -21,6 +21,7 @@ rule train_stage:
         state=str(LAYOUT.state_dir("{method}", "{seed}", "{stage}", "{domain}")),
         cptlab=cptlab_command("train"),
     threads: threads("train")
+    priority: train_priority
     resources:
         **resources("train"),
     retries: 1

@@ -119,6 +119,7 @@ def load_generator(checkpoint: str | Path, settings: EvalSettings) -> Generate:
         batch_size=settings.batch_size,
         stats=stats,
         chat_template_kwargs=template,
+        compact=settings.compact_generation,
     )
 
 

@@ -1,4 +1,5 @@
-"""Batched generation with the KV cache (HF `generate`), the embedded-scale backend."""
+"""Batched generation with the KV cache (HF `generate`, or the training loop's compact decode
+loop), the embedded-scale backend."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerFast
 
 from cptlab.evaluation.settings import Sampling
+from cptlab.train.compact_generation import sample_completions, sampling_processors
 
 
 @torch.no_grad()
@@ -18,6 +20,7 @@ def generate(
     batch_size: int = 64,
     stats: dict | None = None,
     chat_template_kwargs: dict | None = None,
+    compact: bool = False,
 ) -> list[list[str]]:
     """Completions for each chat prompt: a list of `sampling.n` strings per prompt.
 
@@ -29,6 +32,10 @@ def generate(
                           padding after it is not counted).
     chat_template_kwargs: extra keyword arguments of `apply_chat_template` (for example
                           `{"enable_thinking": False}` for Qwen3).
+    compact:              decode each batch with cptlab.train.compact_generation (a row leaves
+                          the batch at its end token) rather than `generate`: greedy, the same
+                          completions up to float rounding; sampled, the same distribution
+                          with other draws.
     """
     extra = chat_template_kwargs or {}
     texts = [
@@ -47,6 +54,11 @@ def generate(
         )
         torch.manual_seed(seed * 100_003 + b)
         sample = sampling.temperature > 0
+        if compact:
+            completions = _compact_batch(model, tokenizer, encoded, sampling, stats)
+            for j, i in enumerate(index):
+                results[i] = completions[j * sampling.n : (j + 1) * sampling.n]
+            continue
         output = model.generate(
             **encoded,
             do_sample=sample,
@@ -68,6 +80,30 @@ def generate(
             results[i] = completions[j * sampling.n : (j + 1) * sampling.n]
     model.train(was_training)
     return results
+
+
+def _compact_batch(model, tokenizer, encoded, sampling: Sampling, stats: dict | None) -> list[str]:
+    """One batch's completions from the compact decode loop, `num_return_sequences` rows per
+    prompt in `generate`'s order."""
+    rows = [
+        ids[mask.bool()].tolist()
+        for ids, mask in zip(encoded["input_ids"], encoded["attention_mask"], strict=True)
+    ]
+    sample = sampling.temperature > 0
+    completions = sample_completions(
+        model,
+        [ids for ids in rows for _ in range(sampling.n)],
+        max_new_tokens=sampling.max_new_tokens,
+        eos_token_ids=_eos_ids(model, tokenizer),
+        pad_token_id=tokenizer.pad_token_id,
+        processors=sampling_processors(sampling.temperature, top_p=sampling.top_p)
+        if sample
+        else None,
+        greedy=not sample,
+    )
+    if stats is not None:
+        stats["tokens_generated"] = stats.get("tokens_generated", 0) + sum(map(len, completions))
+    return tokenizer.batch_decode(completions, skip_special_tokens=True)
 
 
 def _eos_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerFast) -> list[int]:

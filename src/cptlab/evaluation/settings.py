@@ -34,6 +34,8 @@ class EvalSettings:
     samples:        completions per item (1 with temperature 0: greedy; k > 1: avg@k).
     temperature, top_p, max_new_tokens: decoding.
     batch_size:     sequences per HF generate call (prompts x samples).
+    compact_generation: hf backend: decode with the training loop's compact loop
+                    (cptlab.train.compact_generation), a row leaving the batch at its end token.
     backend:        "hf" (transformers generate) or "vllm".
     seed:           generation and bootstrap seed.
     vllm:           options of the vLLM engine (cptlab.evaluation.vllm_backend.build_llm).
@@ -51,6 +53,7 @@ class EvalSettings:
     top_p: float = 1.0
     max_new_tokens: int = 64
     batch_size: int = 64
+    compact_generation: bool = False
     backend: str = "hf"
     seed: int = 0
     vllm: dict = field(default_factory=dict)
@@ -64,6 +67,11 @@ class EvalSettings:
             object.__setattr__(self, name, float(getattr(self, name)))
         if self.backend not in BACKENDS:
             raise ConfigError(f"evaluation.backend: {self.backend!r} not in {BACKENDS}")
+        if self.compact_generation and self.backend != "hf":
+            raise ConfigError(
+                "evaluation.compact_generation decodes with the hf backend; "
+                f"backend is {self.backend!r}"
+            )
         if self.samples < 1:
             raise ConfigError(f"evaluation.samples: must be >= 1, got {self.samples}")
         if self.samples > 1 and self.temperature == 0:

@@ -104,12 +104,14 @@ def sample_completions(
     eos_token_ids: list[int],
     pad_token_id: int,
     processors: LogitsProcessorList | None = None,
+    greedy: bool = False,
 ) -> list[list[int]]:
     """One sampled completion per prompt row, as token ids up to and including the first end
     token (or `max_new_tokens` ids when there is none), as TRL cuts `generate`'s output.
 
     `prompt_ids` may repeat a prompt (a rollout batch holds each `num_generations` times); each
-    distinct prompt is prefilled once. Draws from torch's global generator."""
+    distinct prompt is prefilled once. Draws from torch's global generator; `greedy` takes each
+    row's most likely token instead (after `processors`), as `generate` without sampling."""
     if not prompt_ids or any(len(ids) == 0 for ids in prompt_ids):
         raise ValueError("every prompt needs at least one token")
     processors = processors if processors is not None else LogitsProcessorList()
@@ -145,7 +147,10 @@ def sample_completions(
     eos = torch.tensor(eos_token_ids, device=device)
     for step in range(max_new_tokens):
         scores = processors(sequences, logits)
-        tokens = torch.multinomial(torch.softmax(scores, dim=-1), num_samples=1).squeeze(1)
+        if greedy:
+            tokens = scores.argmax(dim=-1)
+        else:
+            tokens = torch.multinomial(torch.softmax(scores, dim=-1), num_samples=1).squeeze(1)
         for row, token in zip(active.tolist(), tokens.tolist(), strict=True):
             completions[row].append(token)
         if step == max_new_tokens - 1:

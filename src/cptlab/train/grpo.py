@@ -24,6 +24,9 @@ class CptGRPOTrainer(StageTrainerMixin, GRPOTrainer):
         shared_prompt_forward (`bool`, *optional*, defaults to `False`): compute the policy's
             log-probabilities with each distinct prompt forwarded once
             (`cptlab.train.shared_prompt`); equal to TRL's up to float rounding.
+        length_grouped_forward (`bool`, *optional*, defaults to `False`): with the shared-prompt
+            forward, rows of similar completion length forwarded together, each group only as
+            wide as its longest completion; equal up to float rounding.
         compact_generation (`bool`, *optional*, defaults to `False`): sample HF-generated
             rollouts with each distinct prompt prefilled once and finished rows dropped from the
             decode batch (`cptlab.train.compact_generation`); the same distribution as
@@ -35,11 +38,13 @@ class CptGRPOTrainer(StageTrainerMixin, GRPOTrainer):
         *args,
         recorder: StageRecorder,
         shared_prompt_forward: bool = False,
+        length_grouped_forward: bool = False,
         compact_generation: bool = False,
         **kwargs,
     ) -> None:
         self.recorder = recorder
         self.shared_prompt_forward = shared_prompt_forward
+        self.length_grouped_forward = length_grouped_forward
         self.compact_generation = compact_generation
         super().__init__(*args, **kwargs)
         self.check_compact_generation()
@@ -91,7 +96,12 @@ class CptGRPOTrainer(StageTrainerMixin, GRPOTrainer):
             rows = slice(start, start + batch_size)
             with self.accelerator.autocast():
                 logits = completion_logits(
-                    model, input_ids[rows], attention_mask[rows], logits_to_keep, self.temperature
+                    model,
+                    input_ids[rows],
+                    attention_mask[rows],
+                    logits_to_keep,
+                    self.temperature,
+                    self.prompt_forward_groups(),
                 )
             logps.append(selective_log_softmax(logits, input_ids[rows, -logits_to_keep:]))
             if compute_entropy:

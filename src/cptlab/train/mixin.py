@@ -22,7 +22,7 @@ from cptlab.train import compact_generation
 from cptlab.train.monitor import CollapseError, CollapseMonitor, NonFiniteError
 from cptlab.train.probe import KLProbe
 from cptlab.train.rewards import VerifierReward, merge_step_stats
-from cptlab.train.shared_prompt import shareable
+from cptlab.train.shared_prompt import LENGTH_GROUPS, shareable
 
 log = logging.getLogger(__name__)
 
@@ -139,6 +139,11 @@ class StageTrainerMixin:
         return getattr(self, "shared_prompt_forward", False) and shareable(
             model, self.accelerator.unwrap_model(model)
         )
+
+    def prompt_forward_groups(self) -> int:
+        """How many length groups the shared-prompt forward splits a batch into
+        (`length_grouped_forward`)."""
+        return LENGTH_GROUPS if getattr(self, "length_grouped_forward", False) else 1
 
     # ----- compact rollout sampling -----------------------------------------------------------
 

@@ -312,6 +312,9 @@ class CptSDPOTrainer(StageTrainerMixin, SDPOTrainer):
         shared_prompt_forward (`bool`, *optional*, defaults to `False`): compute the student's
             and the teacher's logits with each distinct prompt forwarded once
             (`cptlab.train.shared_prompt`); equal to TRL's up to float rounding.
+        length_grouped_forward (`bool`, *optional*, defaults to `False`): with the shared-prompt
+            forward, rows of similar completion length forwarded together, each group only as
+            wide as its longest completion; equal up to float rounding.
         compact_generation (`bool`, *optional*, defaults to `False`): sample HF-generated
             rollouts with each distinct prompt prefilled once and finished rows dropped from the
             decode batch (`cptlab.train.compact_generation`); the same distribution as
@@ -323,11 +326,13 @@ class CptSDPOTrainer(StageTrainerMixin, SDPOTrainer):
         *args,
         recorder: StageRecorder,
         shared_prompt_forward: bool = False,
+        length_grouped_forward: bool = False,
         compact_generation: bool = False,
         **kwargs,
     ) -> None:
         self.recorder = recorder
         self.shared_prompt_forward = shared_prompt_forward
+        self.length_grouped_forward = length_grouped_forward
         self.compact_generation = compact_generation
         super().__init__(*args, **kwargs)
         self.check_compact_generation()
@@ -435,7 +440,12 @@ class CptSDPOTrainer(StageTrainerMixin, SDPOTrainer):
     def _forward_logits(self, model, input_ids, attention_mask, logits_to_keep):
         if self.shares_prompts(model):
             return completion_logits(
-                model, input_ids, attention_mask, logits_to_keep, self.temperature
+                model,
+                input_ids,
+                attention_mask,
+                logits_to_keep,
+                self.temperature,
+                self.prompt_forward_groups(),
             )
         return super()._forward_logits(model, input_ids, attention_mask, logits_to_keep)
 

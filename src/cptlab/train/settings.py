@@ -165,6 +165,11 @@ class TrainingSettings(SettingsSection):
             completions on its key/value cache (cptlab.train.shared_prompt); equal to the
             whole-row forward up to float rounding, but it materialises full logits, so it suits
             a small vocabulary, not paper scale.
+        length_grouped_forward (`bool`, *optional*, defaults to `False`):
+            With shared_prompt_forward: sort a rollout batch's rows by completion length and
+            forward them in groups (cptlab.train.shared_prompt.LENGTH_GROUPS), each only as
+            wide as its longest completion, rather than every row padded to the batch's longest;
+            equal to the one-group forward up to float rounding.
         compact_generation (`bool`, *optional*, defaults to `False`):
             GRPO and SDPO with HF generation (not vLLM): sample rollouts with each distinct
             prompt prefilled once and each row leaving the decode batch at its end token
@@ -213,6 +218,7 @@ class TrainingSettings(SettingsSection):
     mask_truncated_completions: bool = False
     reward_workers: int = 1
     shared_prompt_forward: bool = False
+    length_grouped_forward: bool = False
     compact_generation: bool = False
     replay_share: float = 0.0
     kl_probe: KLProbeSettings = field(default_factory=KLProbeSettings)

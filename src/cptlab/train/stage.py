@@ -289,6 +289,7 @@ def build_trainer(
         callbacks=callbacks,
         recorder=recorder,
         shared_prompt_forward=t.shared_prompt_forward,
+        length_grouped_forward=t.length_grouped_forward,
         compact_generation=t.compact_generation,
         **optimization,
     )
