@@ -515,3 +515,35 @@ def test_the_study_also_strips_reasoning_without_its_opening_tag(world, method, 
     assert text == trainer.processing_class.apply_chat_template(
         expected, tokenize=False, add_generation_prompt=True
     )
+
+
+def test_the_full_logit_loss_at_the_kept_positions_is_trls(world):
+    """The full-logit divergence computed only where the loss keeps a token (not at padded
+    positions or inactive rows): TRL's loss and gradient, up to float rounding."""
+    from trl.experimental.sdpo import SDPOTrainer
+
+    world["config"]["methods"]["sdpo_jsd"] = {
+        "trainer": "sdpo",
+        "teacher_model_kind": "frozen",
+        "distillation_mode": "full_logits",
+        "distillation_alpha": 0.5,
+    }
+    trainer = make(world, "sdpo_jsd", start=world["stage1"], anchor=str(world["base"]))
+    trainer.model.train()
+    inputs = _batch(trainer, rows=4, length=9, active=[1, 0, 1, 1])
+    logits = trainer._compute_teacher_student_logits(trainer.model, trainer.teacher_model, inputs)
+    assert trainer.args.distillation_mode == "full_logits"
+    assert (logits.loss_mask == 0).any()  # padding and an inactive row to skip
+    student = logits.student_logits.detach().requires_grad_()
+    losses, grads = [], []
+    trls = SDPOTrainer._compute_self_distillation_loss.__get__(trainer)
+    for method in (trainer._compute_self_distillation_loss, trls):
+        student.grad = None
+        logits.student_logits = student
+        loss = method(trainer.model, inputs, logits)
+        loss.backward()
+        losses.append(loss.detach())
+        grads.append(student.grad.clone())
+    torch.testing.assert_close(losses[0], losses[1])
+    torch.testing.assert_close(grads[0], grads[1])
+    assert grads[0].abs().sum() > 0

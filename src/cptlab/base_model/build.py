@@ -16,9 +16,11 @@ import logging
 import math
 import random
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from transformers import PreTrainedTokenizerFast
 
 from cptlab.artifacts import atomic_write_text, write_manifest
 from cptlab.base_model.architecture import build_model, count_parameters
@@ -228,23 +230,25 @@ def weights_digest(model) -> str:
     return digest.hexdigest()
 
 
-def build_base(
-    config: dict,
-    data_dir: str | Path,
-    out_dir: str | Path,
-    threads: int = 1,
-) -> dict:
-    """Build, measure and save the embedded base model into `out_dir`; returns the manifest."""
-    started = time.perf_counter()
-    torch.set_num_threads(threads)
+@dataclass(frozen=True)
+class WarmupInputs:
+    """What the warm-up trains on: the settings, the tokenizer trained on the warm-up texts,
+    the (input ids, labels) examples, and the reasoning patterns SDPO_0's teacher strips."""
+
+    spec: BaseSettings
+    tokenizer: PreTrainedTokenizerFast
+    examples: list[tuple[list[int], list[int]]]
+    reasoning: dict[str, str]
+    rows: int
+
+
+def warmup_inputs(config: dict, data_dir: str | Path) -> WarmupInputs:
+    """The warm-up's tokenizer and examples from the prepared pretraining sets in `data_dir`."""
     spec = BaseSettings.from_config(config)
     seed = spec.seed
-    data_dir, out_dir = Path(data_dir), Path(out_dir)
-    read = lambda name: [json.loads(line) for line in open(data_dir / f"{name}.jsonl")]  # noqa: E731
+    data_dir = Path(data_dir)
     domains = config["data"]["domains"]
     train_domains = [d for d, spec in domains.items() if spec.get("train")]
-    eval_only = [d for d, spec in domains.items() if spec.get("ood") and not spec.get("train")]
-
     warmup = spec.warmup
     # The reasoning SDPO_0 deletes from a domain's demonstrations (Benchmark.reasoning).
     reasoning = {
@@ -255,7 +259,7 @@ def build_base(
     warmup_rows = [
         row
         for d in domains
-        for row in weighted(read(f"{d}_pretrain"), warmup.domain_weights.get(d, 1.0))
+        for row in weighted(read_rows(data_dir, f"{d}_pretrain"), warmup.domain_weights.get(d, 1.0))
     ]
     texts = [render(r["prompt"]) + r["metadata"]["solution"] for r in warmup_rows]
     tokenizer = train_tokenizer(
@@ -286,6 +290,29 @@ def build_base(
             f"base.model.max_positions={spec.model.max_positions} is shorter "
             f"than the longest warm-up example ({too_long} tokens)"
         )
+    return WarmupInputs(spec, tokenizer, examples, reasoning, len(warmup_rows))
+
+
+def read_rows(data_dir: Path, name: str) -> list[dict]:
+    return [json.loads(line) for line in open(data_dir / f"{name}.jsonl")]
+
+
+def build_base(
+    config: dict,
+    data_dir: str | Path,
+    out_dir: str | Path,
+    threads: int = 1,
+) -> dict:
+    """Build, measure and save the embedded base model into `out_dir`; returns the manifest."""
+    started = time.perf_counter()
+    torch.set_num_threads(threads)
+    data_dir, out_dir = Path(data_dir), Path(out_dir)
+    inputs = warmup_inputs(config, data_dir)
+    spec, tokenizer, examples = inputs.spec, inputs.tokenizer, inputs.examples
+    seed, sft = spec.seed, spec.sft
+    domains = config["data"]["domains"]
+    train_domains = [d for d, spec in domains.items() if spec.get("train")]
+    eval_only = [d for d, spec in domains.items() if spec.get("ood") and not spec.get("train")]
 
     model = build_model(spec.model, tokenizer, seed)
     log.info(
@@ -312,9 +339,9 @@ def build_base(
     tokenizer = load_tokenizer(str(out_dir))
 
     n = spec.measure.n
-    eval_sets = {name: read(name)[:n] for name in base_measure_benchmarks(config)}
+    eval_sets = {name: read_rows(data_dir, name)[:n] for name in base_measure_benchmarks(config)}
     t0 = time.perf_counter()
-    results = measure(model, tokenizer, eval_sets, spec.measure, seed, reasoning)
+    results = measure(model, tokenizer, eval_sets, spec.measure, seed, inputs.reasoning)
     measure_seconds = time.perf_counter() - t0
     bounds = check_bounds(results, train_domains, eval_only, spec.measure.k)
     failed = [name for name, b in bounds.items() if not b["ok"]]
@@ -327,7 +354,7 @@ def build_base(
         "seed": seed,
         "parameters": count_parameters(model),
         "vocab_size": len(tokenizer),
-        "warmup_rows": len(warmup_rows),
+        "warmup_rows": inputs.rows,
         "warmup_examples": len(examples),
         "final_warmup_loss": curve[-1]["loss"],
         "measurements": results,

@@ -19,7 +19,8 @@ Overrides (everything else is TRL's code, unchanged):
 - the trust-region teacher: teacher logits = lerp(reference, student, mix) on the teacher's input.
 - `_generate_vllm` / `sample_rollouts` / `_compute_self_distillation_loss`: the rollout
   importance weight of vLLM rollouts (TRL's GRPO keys and modes) multiplies the per-token
-  distillation loss, as in the study's SDPO loss.
+  distillation loss, as in the study's SDPO loss; the full-logit divergence is computed at the
+  positions the loss keeps only, not at every padded position (the same loss).
 - `_generate_transformers`: with `compact_generation`, rollouts sampled with each distinct
   prompt prefilled once and finished rows dropped (cptlab.train.compact_generation).
 - teacher prompts longer than `max_reprompt_len` are cut on a chosen side (TRL keeps the end).
@@ -561,11 +562,15 @@ class CptSDPOTrainer(StageTrainerMixin, SDPOTrainer):
     def _compute_self_distillation_loss(self, model, inputs, distillation_logits):
         weights = inputs.get("rollout_is_weights")
         logits = distillation_logits
-        if weights is None or logits.loss_mask.sum() == 0:
-            return super()._compute_self_distillation_loss(model, inputs, distillation_logits)
-        # TRL's loss with the rollout weight multiplied into each token's loss (verl's SDPO loss:
-        # after its own is_clip ratio, before the per-sequence token mean).
         args = self.args
+        if logits.loss_mask.sum() == 0 or (
+            weights is None and args.distillation_mode != "full_logits"
+        ):
+            return super()._compute_self_distillation_loss(model, inputs, distillation_logits)
+        # TRL's loss, with two changes: the rollout weight multiplied into each token's loss
+        # (verl's SDPO loss: after its own is_clip ratio, before the per-sequence token mean),
+        # and the full-logit divergence computed at the positions the loss keeps only (TRL
+        # computes it over every padded position too, then masks it).
         if args.distillation_mode == "topk_logits":
             per_token = compute_topk_self_distillation_loss(
                 logits.student_logits,
@@ -575,10 +580,15 @@ class CptSDPOTrainer(StageTrainerMixin, SDPOTrainer):
                 distillation_add_tail=args.distillation_add_tail,
             )
         elif args.distillation_mode == "full_logits":
-            per_token = compute_full_logit_self_distillation_loss(
-                logits.student_logits,
-                logits.teacher_logits,
-                distillation_alpha=args.distillation_alpha,
+            kept = logits.loss_mask > 0
+            per_token = logits.student_logits.new_zeros(kept.shape)
+            per_token = per_token.masked_scatter(
+                kept,
+                compute_full_logit_self_distillation_loss(
+                    logits.student_logits[kept],
+                    logits.teacher_logits[kept],
+                    distillation_alpha=args.distillation_alpha,
+                ).to(per_token.dtype),
             )
         else:
             per_token = compute_sampled_token_self_distillation_loss(
@@ -593,7 +603,8 @@ class CptSDPOTrainer(StageTrainerMixin, SDPOTrainer):
             per_token = apply_importance_sampling_clipping(
                 per_token, student, old, args.distillation_is_clip
             )
-        per_token = per_token * weights.to(per_token.dtype)
+        if weights is not None:
+            per_token = per_token * weights.to(per_token.dtype)
         mask = logits.loss_mask
         loss = ((per_token * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).mean()
         mode = "train" if model.training else "eval"
