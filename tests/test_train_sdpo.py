@@ -282,6 +282,13 @@ def test_the_study_teacher_templates_reach_the_teacher_prompt(world):
     assert trl.endswith("\\boxed{5}\n\n\n\nCorrectly solve the original question.\n")
 
 
+def stage1_sdpo_trainer(world, name: str, **keys):
+    """The trainer of a new SDPO method `name` (its entry: `keys`) from stage 1, anchored at
+    the base."""
+    world["config"]["methods"][name] = {"trainer": "sdpo", **keys}
+    return make(world, name, start=world["stage1"], anchor=str(world["base"]))
+
+
 def _batch(trainer, rows: int, length: int, active: list[int]) -> dict:
     g = torch.Generator().manual_seed(0)
     vocab = trainer.model.config.vocab_size - 10
@@ -399,13 +406,10 @@ def test_long_teacher_prompts_are_cut_on_the_configured_side(world, side):
 def test_trust_region_teacher_interpolates_reference_and_student_logits(world):
     """The SDPO reference's trust-region teacher: lerp(reference, student, mix) of the logits,
     both models on the teacher's input; mix 0 is the frozen reference."""
-    world["config"]["methods"]["sdpo_trust"] = {
-        "trainer": "sdpo",
-        "teacher_model_kind": "trust_region",
-        "teacher_anchor": "base",
-        "teacher_trust_region_mix": 0.25,
-    }
-    trainer = make(world, "sdpo_trust", start=world["stage1"], anchor=str(world["base"]))
+    trainer = stage1_sdpo_trainer(
+        world, "sdpo_trust", teacher_model_kind="trust_region", teacher_anchor="base",
+        teacher_trust_region_mix=0.25,
+    )  # fmt: skip
     assert (
         trainer.args.teacher_model_kind == "base" and trainer.args.teacher_trust_region_mix == 0.25
     )
@@ -522,13 +526,10 @@ def test_the_full_logit_loss_at_the_kept_positions_is_trls(world):
     positions or inactive rows): TRL's loss and gradient, up to float rounding."""
     from trl.experimental.sdpo import SDPOTrainer
 
-    world["config"]["methods"]["sdpo_jsd"] = {
-        "trainer": "sdpo",
-        "teacher_model_kind": "frozen",
-        "distillation_mode": "full_logits",
-        "distillation_alpha": 0.5,
-    }
-    trainer = make(world, "sdpo_jsd", start=world["stage1"], anchor=str(world["base"]))
+    trainer = stage1_sdpo_trainer(
+        world, "sdpo_jsd", teacher_model_kind="frozen", distillation_mode="full_logits",
+        distillation_alpha=0.5,
+    )  # fmt: skip
     trainer.model.train()
     inputs = _batch(trainer, rows=4, length=9, active=[1, 0, 1, 1])
     logits = trainer._compute_teacher_student_logits(trainer.model, trainer.teacher_model, inputs)
