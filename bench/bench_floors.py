@@ -50,6 +50,8 @@ from cptlab.base_model.warmup import (  # noqa: E402
 )
 from cptlab.checkpoints import load_checkpoint  # noqa: E402
 from cptlab.layout import Layout  # noqa: E402
+from cptlab.rows import read_jsonl  # noqa: E402
+from cptlab.train.spec import resolve_stage  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_step_profile import profile  # noqa: E402
@@ -84,11 +86,11 @@ def gemm_rate(shapes: list[tuple[int, int]], tokens: int, threads: int, rounds: 
     return flops / statistics.median(once() for _ in range(rounds))
 
 
-def warmup_step(config: dict, layout: Layout, threads: int, steps: int) -> dict:
-    """Seconds and floor FLOPs of the base build's warm-up steps (its own batches)."""
+def warmup_step(config: dict, layout: Layout, model, threads: int, steps: int) -> dict:
+    """Seconds and floor FLOPs of the base build's warm-up steps (its own batches) on `model`
+    (the base: its shapes matter, not its weights, which these steps change)."""
     torch.set_num_threads(threads)
     inputs = warmup_inputs(config, layout.data_dir)
-    model, _ = load_checkpoint(layout.base_dir)  # the base's shapes; its weights do not matter
     model.train()
     generator = torch.Generator().manual_seed(inputs.spec.seed)
     batches = length_bucketed_batches(
@@ -118,16 +120,14 @@ def warmup_step(config: dict, layout: Layout, threads: int, steps: int) -> dict:
     return {"seconds": statistics.mean(seconds), "flops": statistics.mean(flops)}
 
 
-def step_flops(config: dict, layout: Layout, method: str, domain: str, result: dict) -> float:
-    """The floor FLOPs of one RL step of (method, domain): see the module docstring."""
-    from cptlab.train.spec import resolve_stage
-
+def step_flops(
+    config: dict, layout: Layout, method: str, domain: str, result: dict, tokenizer, per_token: int
+) -> float:
+    """The floor FLOPs of one RL step of (method, domain), `per_token` FLOPs per parameter
+    pass of a token: see the module docstring."""
     settings = resolve_stage(config, method, domain)
-    model, tokenizer = load_checkpoint(layout.base_dir)
-    shapes = linear_shapes(model)
-    per_token = sum(i * o for i, o in shapes)
     t = settings.training
-    rows = [json.loads(line) for line in open(layout.data_file(settings.train_benchmark))]
+    rows = read_jsonl(layout.data_file(settings.train_benchmark))
     prompt_tokens = statistics.mean(
         len(tokenizer.apply_chat_template(r["prompt"], add_generation_prompt=True, tokenize=True,
                                           **t.chat_template_kwargs))
@@ -156,15 +156,16 @@ def main() -> int:
     layout = Layout(args.results)
     config = json.loads(layout.config_file.read_text())
     build_threads = int(config["resources"]["build_base"]["threads"])
-    model, _ = load_checkpoint(layout.base_dir)
+    model, tokenizer = load_checkpoint(layout.base_dir)
     shapes = linear_shapes(model)
+    per_token = sum(i * o for i, o in shapes)
     rate = {n: gemm_rate(shapes, args.tokens, n) for n in sorted({1, build_threads})}
     out: dict = {"rate_gflops": {str(n): r / 1e9 for n, r in rate.items()}}
     print(f"the model's linear maps, forward and backward on {args.tokens} tokens:")
     for n, r in rate.items():
         print(f"  {n} thread(s): {r / 1e9:.1f} GFLOP/s")
 
-    warm = warmup_step(config, layout, build_threads, args.warmup_steps)
+    warm = warmup_step(config, layout, model, build_threads, args.warmup_steps)
     floor = warm["flops"] / rate[build_threads]
     out["warmup"] = {**warm, "floor": floor, "ratio": warm["seconds"] / floor}
     print(
@@ -191,7 +192,10 @@ def main() -> int:
             for method in args.methods:
                 for label, run_config in variants:
                     result = profile(run_config, layout, method, domain, args, work)
-                    floor = step_flops(run_config, layout, method, domain, result) / rate[1]
+                    flops = step_flops(
+                        run_config, layout, method, domain, result, tokenizer, per_token
+                    )
+                    floor = flops / rate[1]
                     compute = result["step_seconds"] - result["phases"]["reward"]
                     run = f"{method}/{domain}{label}"
                     out["steps"][run] = {**result, "floor": floor}

@@ -35,6 +35,7 @@ from cptlab.evaluation.generation import generate
 from cptlab.evaluation.scoring import mean_pass_at_k, rewards, score_completions
 from cptlab.evaluation.settings import Sampling
 from cptlab.plan import base_measure_benchmarks
+from cptlab.rows import read_jsonl
 from cptlab.teacher_prompt import strip_reasoning, teacher_messages
 
 log = logging.getLogger(__name__)
@@ -239,7 +240,7 @@ class WarmupInputs:
     tokenizer: PreTrainedTokenizerFast
     examples: list[tuple[list[int], list[int]]]
     reasoning: dict[str, str]
-    rows: int
+    row_count: int
 
 
 def warmup_inputs(config: dict, data_dir: str | Path) -> WarmupInputs:
@@ -259,7 +260,9 @@ def warmup_inputs(config: dict, data_dir: str | Path) -> WarmupInputs:
     warmup_rows = [
         row
         for d in domains
-        for row in weighted(read_rows(data_dir, f"{d}_pretrain"), warmup.domain_weights.get(d, 1.0))
+        for row in weighted(
+            read_jsonl(data_dir / f"{d}_pretrain.jsonl"), warmup.domain_weights.get(d, 1.0)
+        )
     ]
     texts = [render(r["prompt"]) + r["metadata"]["solution"] for r in warmup_rows]
     tokenizer = train_tokenizer(
@@ -291,10 +294,6 @@ def warmup_inputs(config: dict, data_dir: str | Path) -> WarmupInputs:
             f"than the longest warm-up example ({too_long} tokens)"
         )
     return WarmupInputs(spec, tokenizer, examples, reasoning, len(warmup_rows))
-
-
-def read_rows(data_dir: Path, name: str) -> list[dict]:
-    return [json.loads(line) for line in open(data_dir / f"{name}.jsonl")]
 
 
 def build_base(
@@ -339,7 +338,9 @@ def build_base(
     tokenizer = load_tokenizer(str(out_dir))
 
     n = spec.measure.n
-    eval_sets = {name: read_rows(data_dir, name)[:n] for name in base_measure_benchmarks(config)}
+    eval_sets = {
+        name: read_jsonl(data_dir / f"{name}.jsonl")[:n] for name in base_measure_benchmarks(config)
+    }
     t0 = time.perf_counter()
     results = measure(model, tokenizer, eval_sets, spec.measure, seed, inputs.reasoning)
     measure_seconds = time.perf_counter() - t0
@@ -354,7 +355,7 @@ def build_base(
         "seed": seed,
         "parameters": count_parameters(model),
         "vocab_size": len(tokenizer),
-        "warmup_rows": inputs.rows,
+        "warmup_rows": inputs.row_count,
         "warmup_examples": len(examples),
         "final_warmup_loss": curve[-1]["loss"],
         "measurements": results,
