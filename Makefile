@@ -88,13 +88,15 @@ FORCE:
 EXPERIMENT ?= embedded
 SNAKEMAKE_ARGS ?=
 
-# The whole experiment, then the HTML report (Snakemake builds reports in a second call).
+# The whole experiment, then the HTML report, in one Snakemake call (--report-after-run: a
+# second call would build the DAG again and, where SLURM's commands are installed, wait on
+# the SLURM plugin's start-up query; docs/notebook/speed.md).
 # `cptlab watch` prints, beside Snakemake's log, what each running job is doing.
 run: setup
 	@export PATH="$(abspath $(BIN)):$$PATH"; \
 	cptlab watch --results-dir results/$(EXPERIMENT) --every 30 & watcher=$$!; \
-	snakemake --cores $(CORES) $(SNAKEMAKE_ARGS); status=$$?; kill $$watcher 2>/dev/null; \
-	[ $$status -ne 0 ] || snakemake $(SNAKEMAKE_ARGS) --report results/$(EXPERIMENT)/report.html; \
+	snakemake --cores $(CORES) $(SNAKEMAKE_ARGS) --report results/$(EXPERIMENT)/report.html \
+		--report-after-run; status=$$?; kill $$watcher 2>/dev/null; \
 	exit $$status
 
 # The embedded study: every method over three seeds (config/study.yaml), in results/study/.
@@ -119,8 +121,8 @@ $(REHEARSAL_BASE)/model.safetensors: $(addprefix src/cptlab/base_model/,rehearsa
 # without an enforce_eager key; each one compiled for about 8 s per process (docs/rehearsal.md).
 rehearsal: $(REHEARSAL_BASE)/model.safetensors
 	@export PATH="$(abspath $(VLLM_BIN)):$$PATH" VLLM_ENABLE_V1_MULTIPROCESSING=0 VLLM_CPU_CI_ENV=1; \
-	snakemake --cores $(CORES) --configfile config/rehearsal.yaml $(SNAKEMAKE_ARGS) && \
-	snakemake --configfile config/rehearsal.yaml --report results/rehearsal/report.html && \
+	snakemake --cores $(CORES) --configfile config/rehearsal.yaml $(SNAKEMAKE_ARGS) \
+		--report results/rehearsal/report.html --report-after-run && \
 	python -m pytest -q -p no:cacheprovider -m rehearsal tests/test_rehearsal_results.py
 
 # Two workers, one test file each at a time (a file's module fixtures are built once), and one

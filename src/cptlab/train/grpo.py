@@ -3,6 +3,8 @@ non-finite checks). The objective is TRL's, configured with the study's defaults
 
 from __future__ import annotations
 
+import logging
+
 import torch
 from trl import GRPOConfig, GRPOTrainer
 from trl.trainer.utils import entropy_from_logits, selective_log_softmax
@@ -11,6 +13,12 @@ from cptlab.train.mixin import StageRecorder, StageTrainerMixin
 from cptlab.train.settings import GRPOSettings
 from cptlab.train.shared_prompt import completion_logits
 from cptlab.train.vllm_sync import adapt_weight_sync
+
+log = logging.getLogger(__name__)
+
+# TRL's losses whose per-token term is a factor times the row's advantage: a row with advantage 0
+# adds exactly 0 to the loss's gradient (its log-probabilities still enter the loss's value).
+ADVANTAGE_SCALED_LOSSES = frozenset({"grpo", "bnpo", "dr_grpo", "dapo", "luspo", "cispo", "sapo"})
 
 
 class CptGRPOTrainer(StageTrainerMixin, GRPOTrainer):
@@ -31,6 +39,13 @@ class CptGRPOTrainer(StageTrainerMixin, GRPOTrainer):
             rollouts with each distinct prompt prefilled once and finished rows dropped from the
             decode batch (`cptlab.train.compact_generation`); the same distribution as
             `generate`, other draws.
+        skip_zero_advantage_backward (`bool`, *optional*, defaults to `False`): forward the rows
+            whose advantage is 0 (a group whose rewards are all equal) without gradient: their
+            log-probabilities and entropies are computed for the loss's value and the logs, and
+            the backward pass covers only the rows that move the policy. The gradient is the
+            same up to float rounding, since a zero-advantage row adds exactly 0 to it. Applied
+            only where that holds: no KL term (beta 0), no entropy bonus, no auxiliary loss, and
+            a loss in `ADVANTAGE_SCALED_LOSSES`.
     """
 
     def __init__(
@@ -40,15 +55,45 @@ class CptGRPOTrainer(StageTrainerMixin, GRPOTrainer):
         shared_prompt_forward: bool = False,
         length_grouped_forward: bool = False,
         compact_generation: bool = False,
+        skip_zero_advantage_backward: bool = False,
         **kwargs,
     ) -> None:
         self.recorder = recorder
         self.shared_prompt_forward = shared_prompt_forward
         self.length_grouped_forward = length_grouped_forward
         self.compact_generation = compact_generation
+        self._rows_without_gradient: torch.Tensor | None = None  # during a loss computation
         super().__init__(*args, **kwargs)
         self.check_compact_generation()
         adapt_weight_sync(self)
+        self.skip_zero_advantage_backward = skip_zero_advantage_backward and self._inert_rows()
+        if skip_zero_advantage_backward and not self.skip_zero_advantage_backward:
+            log.warning(
+                "skip_zero_advantage_backward has no effect: with beta %s, loss %s and the "
+                "entropy bonus %s, a zero-advantage row can carry gradient",
+                self.beta,
+                self.loss_type,
+                "on" if self._entropy_bonus_enabled else "off",
+            )
+
+    def _inert_rows(self) -> bool:
+        """Whether a row with advantage 0 adds exactly 0 to the loss's gradient."""
+        return (
+            self.beta == 0.0
+            and not self._entropy_bonus_enabled
+            and not self.aux_loss_enabled
+            and self.loss_type in ADVANTAGE_SCALED_LOSSES
+        )
+
+    def _compute_loss(self, model, inputs):
+        if self.skip_zero_advantage_backward and torch.is_grad_enabled():
+            advantages = inputs["advantages"]
+            zero = advantages == 0
+            self._rows_without_gradient = zero.all(dim=1) if zero.dim() == 2 else zero
+        try:
+            return super()._compute_loss(model, inputs)
+        finally:
+            self._rows_without_gradient = None
 
     def _generate_single_turn(
         self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False
@@ -75,6 +120,57 @@ class CptGRPOTrainer(StageTrainerMixin, GRPOTrainer):
         compute_aux_loss=False,
         **media,
     ):
+        inert = self._rows_without_gradient
+        if (
+            inert is not None
+            and 0 < int(inert.sum()) < len(inert)
+            and not compute_aux_loss
+            and all(value is None for value in media.values())
+        ):
+            # The rows that move the policy with gradient, the others without, then back in order.
+            live, still = (~inert).nonzero().squeeze(1), inert.nonzero().squeeze(1)
+
+            def forward(rows: torch.Tensor) -> tuple:
+                return self._logps_and_entropies(
+                    model,
+                    input_ids[rows],
+                    attention_mask[rows],
+                    logits_to_keep,
+                    batch_size,
+                    compute_entropy=compute_entropy,
+                )
+
+            with_grad = forward(live)
+            with torch.no_grad():
+                without = forward(still)
+            order = torch.argsort(torch.cat([live, still]))
+            logps = torch.cat([with_grad[0], without[0]])[order]
+            entropies = torch.cat([with_grad[1], without[1]])[order] if compute_entropy else None
+            return logps, entropies, None
+        return self._logps_and_entropies(
+            model,
+            input_ids,
+            attention_mask,
+            logits_to_keep,
+            batch_size,
+            compute_entropy=compute_entropy,
+            compute_aux_loss=compute_aux_loss,
+            **media,
+        )
+
+    def _logps_and_entropies(
+        self,
+        model,
+        input_ids,
+        attention_mask,
+        logits_to_keep,
+        batch_size=None,
+        compute_entropy=False,
+        compute_aux_loss=False,
+        **media,
+    ):
+        """The per-token log-probabilities and entropies of every row: the shared-prompt
+        forward's where it applies, else TRL's."""
         if (
             compute_aux_loss
             or any(value is not None for value in media.values())

@@ -175,6 +175,13 @@ class TrainingSettings(SettingsSection):
             prompt prefilled once and each row leaving the decode batch at its end token
             (cptlab.train.compact_generation); the same distribution as HF generate, but other
             draws.
+        skip_zero_advantage_backward (`bool`, *optional*, defaults to `False`):
+            GRPO: forward the rows whose advantage is 0 (a group whose rewards are all equal)
+            without gradient, so that the backward pass covers only the rows that move the
+            policy; their log-probabilities and entropies are still computed, for the loss's
+            value and the logs. The same gradient up to float rounding; it has no effect where
+            such a row carries gradient (a KL term, an entropy bonus;
+            cptlab.train.grpo.CptGRPOTrainer).
         replay_share (`float`, *optional*, defaults to `0.0`):
             Share of a stage's prompts drawn from the training rows of the domains trained in
             earlier stages (none in stage 1), the rest from its own domain.
@@ -220,6 +227,7 @@ class TrainingSettings(SettingsSection):
     shared_prompt_forward: bool = False
     length_grouped_forward: bool = False
     compact_generation: bool = False
+    skip_zero_advantage_backward: bool = False
     replay_share: float = 0.0
     kl_probe: KLProbeSettings = field(default_factory=KLProbeSettings)
     kl_budget: float | None = None

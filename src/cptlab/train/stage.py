@@ -280,6 +280,11 @@ def build_trainer(
             **optimization,
         )
     cls = CptGRPOTrainer if settings.trainer == "grpo" else CptSDPOTrainer
+    grpo_only = (
+        {"skip_zero_advantage_backward": t.skip_zero_advantage_backward}
+        if cls is CptGRPOTrainer
+        else {}
+    )
     return cls(
         model=model,
         reward_funcs=[reward],
@@ -292,6 +297,7 @@ def build_trainer(
         length_grouped_forward=t.length_grouped_forward,
         compact_generation=t.compact_generation,
         **optimization,
+        **grpo_only,
     )
 
 
