@@ -156,6 +156,41 @@ def test_reward_scores_each_distinct_completion_once(monkeypatch):
     assert len(calls) == 4
 
 
+@pytest.mark.parametrize("reuse", [False, True])
+def test_reused_verdicts_serve_the_later_steps_only_with_reuse(monkeypatch, reuse):
+    """With `reuse` a (completion, row, truncation) scored in an earlier step is not scored
+    again, and gets that step's verdict; a new completion, another row or a truncated copy is
+    scored. The step's stats count the reused completions."""
+    import cptlab.train.rewards as rewards_module
+
+    calls = []
+
+    def counting_score(verifier, text, row, truncated=False):
+        calls.append((text, row["id"], truncated))
+        return rewards_module.Verdict(float(text == row["answer"] and not truncated), None, None)
+
+    monkeypatch.setattr(rewards_module, "score", counting_score)
+    rows = tiny_rows(2)
+    reward = VerifierReward(rows, eos_token_id=9, reuse=reuse)
+    right = rows[0]["answer"]
+
+    def step(texts, row_index, ended):
+        completions = [[{"role": "assistant", "content": t}] for t in texts]
+        ids = [[1, 9] if end else [1, 2] for end in ended]
+        got = reward(prompts=None, completions=completions, row_index=row_index, completion_ids=ids)
+        return got, reward.take_step_stats()
+
+    first, stats = step([right, "x"], [0, 0], [True, True])
+    assert first == [1.0, 0.0] and stats["reused"] == 0 and len(calls) == 2
+    # the same two again, the right answer for another row, and a truncated copy of it
+    second, stats = step([right, "x", right, right], [0, 0, 1, 0], [True, True, True, False])
+    assert second == [1.0, 0.0, 0.0, 0.0]
+    assert stats["reused"] == (2 if reuse else 0)
+    assert len(calls) == (4 if reuse else 6)
+    metrics, _ = merge_step_stats([stats])
+    assert metrics["verifier/reused_fraction"] == (0.5 if reuse else 0.0)
+
+
 def test_collapse_statistics():
     texts = ["\\boxed{1} \\boxed{1} \\boxed{1}", "\\boxed{1} \\boxed{1} \\boxed{1}", "x \\boxed{2}"]
     ids = [[1, 2, 1, 2, 1, 2], [1, 2, 1, 2, 1, 2], [5, 6, 7]]

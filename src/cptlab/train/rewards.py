@@ -46,21 +46,36 @@ class VerifierReward:
     whose subprocesses release the GIL); results keep their order either way. With
     `eos_token_id` (the tokenizer's), a completion whose `completion_ids` lack it is scored as
     truncated; without, no completion is.
+
+    Within a call each distinct (completion, row, truncation) is scored once. With `reuse`
+    (`training.reuse_verdicts`) a verdict also serves the later calls of the stage: a policy
+    that has sharpened writes the same program for the same row step after step. The rewards
+    are the same wherever the verifier is a function of its input (the embedded ones are; a
+    program near its time limit is not); how many completions took an earlier verdict is
+    counted per step (`verifier/reused_fraction`).
     """
 
     __name__ = "verifier"
 
     def __init__(
-        self, rows: list[dict], workers: int = 1, monitor=None, eos_token_id: int | None = None
+        self,
+        rows: list[dict],
+        workers: int = 1,
+        monitor=None,
+        eos_token_id: int | None = None,
+        reuse: bool = False,
     ) -> None:
         self.rows = rows
         self.workers = workers
         self.monitor = monitor
         self.eos_token_id = eos_token_id
+        self.reuse = reuse
         self.last_verdicts: list[Verdict] = []
         self.last_texts: list[str] = []
         self._pending: list[Verdict] = []
         self._pending_rows: list[int] = []
+        self._pending_reused = 0
+        self._earlier: dict[tuple[str, int, bool], Verdict] = {}  # with `reuse`
 
     def _score_one(self, key: tuple[str, int, bool]) -> Verdict:
         # Verifier names are checked before training (check_verifiers), so nothing here is a
@@ -90,15 +105,18 @@ class VerifierReward:
             (text, int(i), cut) for text, i, cut in zip(texts, row_index, truncated, strict=True)
         ]
         # A group repeats completions, more so as the policy sharpens: each distinct
-        # (completion, row, truncation) is scored once (a code-sandbox run costs tens of ms).
-        unique = list(dict.fromkeys(keys))
+        # (completion, row, truncation) is scored once (a code-sandbox run costs milliseconds).
+        unique = [key for key in dict.fromkeys(keys) if key not in self._earlier]
         if self.workers > 1 and len(unique) > 1:
             with ThreadPoolExecutor(self.workers) as pool:
                 scored = list(pool.map(self._score_one, unique))
         else:
             scored = [self._score_one(key) for key in unique]
         by_key = dict(zip(unique, scored, strict=True))
-        verdicts = [by_key[key] for key in keys]
+        self._pending_reused += sum(key in self._earlier for key in keys)
+        verdicts = [by_key[key] if key in by_key else self._earlier[key] for key in keys]
+        if self.reuse:
+            self._earlier.update(by_key)
         self.last_verdicts = verdicts
         self.last_texts = texts
         self._pending.extend(verdicts)
@@ -119,9 +137,11 @@ class VerifierReward:
         """
         verdicts, self._pending = self._pending, []
         rows, self._pending_rows = self._pending_rows, []
+        reused, self._pending_reused = self._pending_reused, 0
         rewards = [v.reward for v in verdicts]
         return {
             "n": len(rewards),
+            "reused": reused,
             "sum": sum(rewards),
             "sumsq": sum(r * r for r in rewards),
             "success": sum(r >= success_reward_threshold for r in rewards),
@@ -160,5 +180,6 @@ def merge_step_stats(parts: list[dict]) -> tuple[dict[str, float], dict[str, int
         "verifier/success_fraction": sum(p["success"] for p in parts) / n,
         "verifier/reason_fraction": sum(p["with_reason"] for p in parts) / n,
         "verifier/completions": float(n),
+        "verifier/reused_fraction": sum(p.get("reused", 0) for p in parts) / n,
     }
     return metrics, dict(sorted(reasons.items()))

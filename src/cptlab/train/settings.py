@@ -160,6 +160,12 @@ class TrainingSettings(SettingsSection):
             Exclude completions cut at max_completion_length from the loss.
         reward_workers (`int`, *optional*, defaults to `1`):
             Threads that score completions in parallel.
+        reuse_verdicts (`bool`, *optional*, defaults to `False`):
+            A verdict serves every later step of the stage that meets the same completion for
+            the same row (cptlab.train.rewards.VerifierReward): a sharpened policy writes the
+            same program step after step, and each costs a sandbox run. The same rewards
+            wherever the verifier is a function of its input (the embedded ones; not a program
+            near its time limit).
         shared_prompt_forward (`bool`, *optional*, defaults to `False`):
             GRPO and SDPO: forward each distinct prompt of a rollout batch once and its
             completions on its key/value cache (cptlab.train.shared_prompt); equal to the
@@ -224,6 +230,7 @@ class TrainingSettings(SettingsSection):
     vllm: dict[str, Any] = field(default_factory=dict)
     mask_truncated_completions: bool = False
     reward_workers: int = 1
+    reuse_verdicts: bool = False
     shared_prompt_forward: bool = False
     length_grouped_forward: bool = False
     compact_generation: bool = False

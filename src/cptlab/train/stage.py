@@ -233,7 +233,7 @@ def build_trainer(
     # The KL probe stays on the stage's own rows; the rest index the stage's rows then the
     # replayed ones.
     probe_rows, rows = rows, [*rows, *replay_rows]
-    reward = reward or VerifierReward(rows, workers=t.reward_workers)
+    reward = reward or VerifierReward(rows, workers=t.reward_workers, reuse=t.reuse_verdicts)
     reward.eos_token_id = tokenizer.eos_token_id  # the study's truncation test (rewards.py)
     reward.monitor = monitor
     probe = None
