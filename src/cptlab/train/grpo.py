@@ -120,11 +120,11 @@ class CptGRPOTrainer(StageTrainerMixin, GRPOTrainer):
         compute_aux_loss=False,
         **media,
     ):
+        # Set only where no auxiliary loss runs (`_inert_rows`); images keep TRL's forward.
         inert = self._rows_without_gradient
         if (
             inert is not None
             and 0 < int(inert.sum()) < len(inert)
-            and not compute_aux_loss
             and all(value is None for value in media.values())
         ):
             # The rows that move the policy with gradient, the others without, then back in order.
