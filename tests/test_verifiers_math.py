@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cptlab.verifiers import score
-from cptlab.verifiers.math import as_number, equivalent, last_boxed, normalize_answer
+from cptlab.verifiers.math import as_number, equivalence, last_boxed, normalize_answer
 
 
 def row(answer: str) -> dict:
@@ -269,10 +269,10 @@ def test_non_ascii_and_control_characters(completion: str, answer: str, reward: 
     assert verdict.reward == reward
 
 
-def test_math_verify_fallback_is_optional() -> None:
-    # Without the optional package a non-numeric mismatch is simply not equivalent.
-    assert not equivalent(r"\sqrt{4}", "3", use_math_verify=False)
-    assert equivalent(r"\frac{1}{2}", "0.5", use_math_verify=False)
+def test_equivalence_without_math_verify_compares_forms_and_numbers() -> None:
+    assert not equivalence(r"\sqrt{4}", "2", use_math_verify=False).equal
+    assert equivalence(r"\sqrt{4}", "2").equal
+    assert equivalence(r"\frac{1}{2}", "0.5", use_math_verify=False).equal
 
 
 # ----- helpers ----------------------------------------------------------------------------

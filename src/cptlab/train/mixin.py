@@ -21,7 +21,8 @@ from cptlab.errors import ConfigError
 from cptlab.train import compact_generation
 from cptlab.train.monitor import CollapseError, CollapseMonitor, NonFiniteError
 from cptlab.train.probe import KLProbe
-from cptlab.train.rewards import VerifierReward, merge_step_stats
+from cptlab.train.rewards import UnscorableGuard, VerifierReward, merge_step_stats
+from cptlab.train.settings import TrainingSettings
 from cptlab.train.shared_prompt import LENGTH_GROUPS, shareable
 
 log = logging.getLogger(__name__)
@@ -47,6 +48,8 @@ class StageRecorder:
         success_reward_threshold (`float`): reward counted as a success.
         kl_budget (`float | None`): stop the stage at the first probe measurement whose
             `kl_to_start` is at least this (`training.kl_budget`).
+        unscorable (`UnscorableGuard`): ends the stage when its verifiers could not judge too
+            many completions (`training.max_unscorable_fraction`).
     """
 
     log_path: Path
@@ -55,6 +58,9 @@ class StageRecorder:
     probe: KLProbe | None = None
     success_reward_threshold: float = 1.0
     kl_budget: float | None = None
+    unscorable: UnscorableGuard = field(
+        default_factory=lambda: UnscorableGuard(TrainingSettings.max_unscorable_fraction)
+    )
     # outcome
     stopped: dict | None = None
     budget_reached: dict | None = None
@@ -245,6 +251,8 @@ class StageTrainerMixin:
             record["rank_rows"] = [part["rows"] for part in stats]
         if self.is_world_process_zero():
             _append_line(rec.log_path, record)
+        rec.unscorable.add(stats)
+        rec.unscorable.check(logged_step)  # every process has the same gathered counts
 
         action = rec.monitor.judge(step, record)
         if rec.monitor.streak and rec.monitor.action != "warn":

@@ -9,6 +9,10 @@ d277934), when its token ids (TRL's `completion_ids`, cut after the first end to
 `eos_token_id`, the tokenizer's end token: for Qwen3 `<|im_end|>`. A completion that ended on
 another of the generation config's end tokens (`<|endoftext|>`) counts as truncated there too.
 The verifiers that use it (`sees_truncation`) get it; no reward depends on it.
+
+A verdict the verifier could not reach (`Verdict.unscorable`: it raised, math-verify timed out,
+the sandbox failed) is counted per step and verifier; `UnscorableGuard` stops a stage whose
+share of them passes `training.max_unscorable_fraction`, naming the verifier.
 """
 
 from __future__ import annotations
@@ -16,11 +20,13 @@ from __future__ import annotations
 import re
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any
 
-from cptlab.errors import InputError
+from cptlab.errors import InputError, StageError
 from cptlab.evaluation.scoring import verifier_for
 from cptlab.verifiers import Verdict, score
+from cptlab.verifiers.base import unscorable
 
 
 def completion_text(completion: Any) -> str:
@@ -43,7 +49,10 @@ class VerifierReward:
 
     The dataset given to the trainer has a `row_index` column into `rows`; TRL passes it back
     as a keyword argument. `workers > 1` scores in a thread pool (useful for the code sandbox,
-    whose subprocesses release the GIL); results keep their order either way. With
+    whose subprocesses release the GIL); results keep their order either way, and every
+    verifier gives the verdict it gives on the main thread (math-verify's checks, which need
+    the main thread for their time limits, run in worker processes: cptlab.verifiers.symbolic).
+    With
     `eos_token_id` (the tokenizer's), a completion whose `completion_ids` lack it is scored as
     truncated; without, no completion is.
 
@@ -75,6 +84,7 @@ class VerifierReward:
         self._pending: list[Verdict] = []
         self._pending_rows: list[int] = []
         self._pending_reused = 0
+        self._pending_unscorable: Counter = Counter()  # (verifier, reason label) -> count
         self._earlier: dict[tuple[str, int, bool], Verdict] = {}  # with `reuse`
 
     def _score_one(self, key: tuple[str, int, bool]) -> Verdict:
@@ -85,7 +95,7 @@ class VerifierReward:
         try:
             return score(verifier_for(row), text, row, truncated=truncated)
         except Exception as err:
-            return Verdict(0.0, "The answer could not be checked.", f"scoring failed: {err}"[:300])
+            return unscorable(f"scoring failed: {err}"[:300])
 
     def truncated(self, completion_ids: list | None, count: int) -> list[bool]:
         """Per completion: no end token among its ids (all False without an `eos_token_id`)."""
@@ -121,6 +131,11 @@ class VerifierReward:
         self.last_texts = texts
         self._pending.extend(verdicts)
         self._pending_rows.extend(int(i) for i in row_index)
+        self._pending_unscorable.update(
+            (verifier_for(self.rows[key[1]]), reason_key(v.reason or ""))
+            for key, v in zip(keys, verdicts, strict=True)
+            if v.unscorable
+        )
         if self.monitor is not None:
             self.monitor.observe(texts, kwargs.get("completion_ids"), verdicts)
         return [float(v.reward) for v in verdicts]
@@ -133,11 +148,13 @@ class VerifierReward:
         """Reward statistics of the verdicts since the previous call, then reset.
 
         Returns plain numbers plus `reasons` (reason label -> count), mergeable across processes
-        with `merge_step_stats`, and `rows`: the training rows this process scored.
+        with `merge_step_stats`, `unscorable` ([verifier, reason label, count] of the verdicts
+        the verifiers could not reach) and `rows`: the training rows this process scored.
         """
         verdicts, self._pending = self._pending, []
         rows, self._pending_rows = self._pending_rows, []
         reused, self._pending_reused = self._pending_reused, 0
+        unscorable_counts, self._pending_unscorable = self._pending_unscorable, Counter()
         rewards = [v.reward for v in verdicts]
         return {
             "n": len(rewards),
@@ -147,6 +164,7 @@ class VerifierReward:
             "success": sum(r >= success_reward_threshold for r in rewards),
             "with_reason": sum(v.reason is not None for v in verdicts),
             "reasons": dict(Counter(reason_key(v.reason) for v in verdicts if v.reason)),
+            "unscorable": [[*key, count] for key, count in sorted(unscorable_counts.items())],
             "rows": sorted(set(rows)),
         }
 
@@ -181,5 +199,49 @@ def merge_step_stats(parts: list[dict]) -> tuple[dict[str, float], dict[str, int
         "verifier/reason_fraction": sum(p["with_reason"] for p in parts) / n,
         "verifier/completions": float(n),
         "verifier/reused_fraction": sum(p.get("reused", 0) for p in parts) / n,
+        "verifier/unscorable_fraction": sum(c for p in parts for *_, c in p["unscorable"]) / n,
     }
     return metrics, dict(sorted(reasons.items()))
+
+
+class UnscorableError(StageError):
+    """The verifiers could not judge more of a stage's completions than the config allows."""
+
+
+@dataclass
+class UnscorableGuard:
+    """Counts, over a stage, the completions its verifiers could not judge, and ends the stage
+    once they pass `max_fraction` of all completions scored so far: a verifier that fails
+    systematically (a missing dependency, a checker that cannot run where it is called) would
+    otherwise train on zero rewards that judge nothing.
+
+    Parameters:
+        max_fraction (`float`): the largest share of unscorable completions allowed
+            (`training.max_unscorable_fraction`); 1.0 never stops.
+    """
+
+    max_fraction: float
+    completions: int = 0
+    counts: Counter = field(default_factory=Counter)  # (verifier, reason label) -> count
+
+    def add(self, parts: list[dict]) -> None:
+        """One step's `take_step_stats` of every process."""
+        self.completions += sum(p["n"] for p in parts)
+        for part in parts:
+            self.counts.update({(verifier, label): c for verifier, label, c in part["unscorable"]})
+
+    def check(self, step: int) -> None:
+        """Raise UnscorableError naming the verifiers once the share passes `max_fraction`."""
+        total = sum(self.counts.values())
+        if not self.completions or total / self.completions <= self.max_fraction:
+            return
+        by_verifier: Counter = Counter()
+        for (verifier, _), count in self.counts.items():
+            by_verifier[verifier] += count
+        named = ", ".join(f"{v} ({c})" for v, c in by_verifier.most_common())
+        reasons = "; ".join(f"{label} ({c})" for (_, label), c in self.counts.most_common(3))
+        raise UnscorableError(
+            f"step {step}: the verifiers could not judge {total} of the stage's "
+            f"{self.completions} completions ({total / self.completions:.1%}, above "
+            f"training.max_unscorable_fraction {self.max_fraction}): {named}; reasons: {reasons}"
+        )

@@ -159,7 +159,15 @@ class TrainingSettings(SettingsSection):
         mask_truncated_completions (`bool`, *optional*, defaults to `False`):
             Exclude completions cut at max_completion_length from the loss.
         reward_workers (`int`, *optional*, defaults to `1`):
-            Threads that score completions in parallel.
+            Threads that score each training process's completions in parallel. Every verifier
+            gives the verdict it gives with one: math-verify's checks, whose time limits need a
+            main thread, run in worker processes spawned for them (cptlab.verifiers.symbolic).
+        max_unscorable_fraction (`float`, *optional*, defaults to `0.05`):
+            The largest share of a stage's completions (counted from its start) that its
+            verifiers may fail to judge (`Verdict.unscorable`: a verifier that raised, a
+            math-verify time-out, a sandbox that could not run the program). Past it the stage
+            ends with an error naming the verifiers and their reasons
+            (cptlab.train.rewards.UnscorableGuard). 1.0: never.
         reuse_verdicts (`bool`, *optional*, defaults to `False`):
             A verdict serves every later step of the stage that meets the same completion for
             the same row (cptlab.train.rewards.VerifierReward): a sharpened policy writes the
@@ -230,6 +238,7 @@ class TrainingSettings(SettingsSection):
     vllm: dict[str, Any] = field(default_factory=dict)
     mask_truncated_completions: bool = False
     reward_workers: int = 1
+    max_unscorable_fraction: float = 0.05
     reuse_verdicts: bool = False
     shared_prompt_forward: bool = False
     length_grouped_forward: bool = False

@@ -39,7 +39,7 @@ from cptlab.train.mixin import StageRecorder
 from cptlab.train.monitor import CollapseMonitor
 from cptlab.train.probe import KLProbe
 from cptlab.train.replay import replayed_prompts, stage_row_indices
-from cptlab.train.rewards import VerifierReward, check_verifiers
+from cptlab.train.rewards import UnscorableGuard, VerifierReward, check_verifiers
 from cptlab.train.sdpo import CptSDPOConfig, CptSDPOTrainer, sdpo_args
 from cptlab.train.settings import SDPOSettings
 from cptlab.train.sft import CptSFTTrainer, sft_args, sft_dataset
@@ -264,6 +264,7 @@ def build_trainer(
         if settings.trainer == "sdpo"
         else SDPOSettings.success_reward_threshold,
         kl_budget=t.kl_budget,
+        unscorable=UnscorableGuard(t.max_unscorable_fraction),
     )
     optimization = {
         "lr_schedule_per": t.lr_schedule_per,

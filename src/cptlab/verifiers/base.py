@@ -24,12 +24,17 @@ class Verdict:
     test_pass_fraction: the fraction of the row's tests the program passed, for verifiers that
               run several tests (the study's code reward reports it as `acc` beside its
               all-pass reward); None where the verifier has no tests to count.
+    unscorable: the verifier could not judge the completion (it raised, its checker timed out
+              or failed, the sandbox could not run the program): the reward (0, or what the
+              study gives in that case) is not a judgement of the answer. Counted per training
+              step; a stage with too many stops (`training.max_unscorable_fraction`).
     """
 
     reward: float
     feedback: str
     reason: str | None = None
     test_pass_fraction: float | None = None
+    unscorable: bool = False
 
 
 # A verifier is fn(completion, row) -> Verdict; one registered with `sees_truncation=True` is
@@ -57,6 +62,10 @@ def register(name: str, *, sees_truncation: bool = False) -> Callable[[Verifier]
 
 def malformed(reason: str, feedback: str | None = None) -> Verdict:
     return Verdict(0.0, feedback or reason, reason=reason)
+
+
+def unscorable(reason: str, feedback: str = "The answer could not be checked.") -> Verdict:
+    return Verdict(0.0, feedback, reason=reason, unscorable=True)
 
 
 def correct(feedback: str = "Correct.") -> Verdict:
@@ -91,7 +100,7 @@ def score(verifier: str, completion: str, row: dict, *, truncated: bool = False)
         else:
             verdict = fn(completion, row)
     except Exception as err:  # a verifier bug must not kill a training run
-        return malformed(f"verifier {verifier} raised {type(err).__name__}: {err}"[:500])
+        return unscorable(f"verifier {verifier} raised {type(err).__name__}: {err}"[:500])
     if not isinstance(verdict, Verdict) or not isinstance(verdict.reward, int | float):
         return malformed(
             f"verifier {verifier} returned {verdict!r:.200}, not a Verdict with a numeric reward"

@@ -18,7 +18,7 @@ from cptlab.verifiers.asserts import (
     decode_value,
     split_tests,
 )
-from cptlab.verifiers.base import Verdict, correct, malformed, register, wrong
+from cptlab.verifiers.base import Verdict, correct, malformed, register, unscorable, wrong
 
 _FENCE = re.compile(r"```(?:python|py|Python)?[ \t]*\n(.*?)```", re.DOTALL)
 
@@ -174,7 +174,7 @@ def python_unit_tests(completion: str, row: dict) -> Verdict:
     limits = dataclasses.replace(limits_for(row), max_output_bytes=MAX_REPORT_BYTES)
     result = run_python(harness(source, probes), env={"CPTLAB_NONCE": nonce}, limits=limits)
     if result.status == "sandbox_error":
-        return malformed(f"sandbox error: {result.stderr[-300:]}", "The code could not be run.")
+        return unscorable(f"sandbox error: {result.stderr[-300:]}", "The code could not be run.")
     if result.status != "ok":
         return wrong(f"The program failed: {result.status}. {result.stderr[-200:]}".strip())
     line = next((ln for ln in result.stdout.splitlines() if ln.startswith(nonce)), None)
@@ -210,7 +210,9 @@ def stdio_tests(completion: str, row: dict) -> Verdict:
     for i, test in enumerate(tests):
         result = run_python(source, stdin=test["input"], limits=limits)
         if result.status == "sandbox_error":
-            return malformed(f"sandbox error: {result.stderr[-300:]}", "The code could not be run.")
+            return unscorable(
+                f"sandbox error: {result.stderr[-300:]}", "The code could not be run."
+            )
         if result.status != "ok":
             detail = result.stderr.strip().splitlines()[-1:] or [""]
             return wrong(f"Test {i + 1} of {len(tests)}: {result.status}. {detail[0][:120]}")

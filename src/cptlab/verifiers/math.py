@@ -1,12 +1,13 @@
 """Math answers: the last `\\boxed{...}` in the completion, compared exactly, then numerically,
-then (when the optional `math-verify` package is installed) by symbolic equivalence."""
+then by math-verify's symbolic equivalence (cptlab.verifiers.symbolic)."""
 
 from __future__ import annotations
 
 import re
 from fractions import Fraction
 
-from cptlab.verifiers.base import Verdict, correct, malformed, register, wrong
+from cptlab.verifiers.base import Verdict, correct, malformed, register, unscorable, wrong
+from cptlab.verifiers.symbolic import SymbolicCheckError, SymbolicResult, symbolic_equal
 
 _BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
 
@@ -62,35 +63,25 @@ def as_number(s: str) -> Fraction | None:
         return None
 
 
-def equivalent(predicted: str, reference: str, use_math_verify: bool = True) -> bool:
+def equivalence(predicted: str, reference: str, use_math_verify: bool = True) -> SymbolicResult:
+    """Equal after normalisation, else as numbers, else (for answers up to
+    `_MATH_VERIFY_MAX_CHARS`) by math-verify. Raises SymbolicCheckError when math-verify could
+    not run."""
     a, b = normalize_answer(predicted), normalize_answer(reference)
     if a == b:
-        return True
+        return SymbolicResult(True)
     na, nb = as_number(a), as_number(b)
     if na is not None and nb is not None:
-        return na == nb
+        return SymbolicResult(na == nb)
     if use_math_verify and max(len(predicted), len(reference)) <= _MATH_VERIFY_MAX_CHARS:
-        return _math_verify_equal(predicted, reference)
-    return False
+        return symbolic_equal(reference, predicted, timeout_s=_MATH_VERIFY_TIMEOUT_S, delimit=True)
+    return SymbolicResult(False)
 
 
 # Longer answers are not parsed symbolically: a reference answer is short, and math-verify may
 # spend its whole timeout (and log the whole input) on a huge degenerate box.
 _MATH_VERIFY_MAX_CHARS = 1000
-
-
-def _math_verify_equal(predicted: str, reference: str, timeout_s: int = 5) -> bool:
-    """Symbolic equivalence with HF math-verify, when installed (paper scale)."""
-    try:
-        from math_verify import parse, verify
-    except ImportError:
-        return False
-    try:
-        gold = parse("$" + reference + "$", parsing_timeout=timeout_s)
-        pred = parse("$" + predicted + "$", parsing_timeout=timeout_s)
-        return bool(verify(gold, pred, timeout_seconds=timeout_s))
-    except Exception:
-        return False
+_MATH_VERIFY_TIMEOUT_S = 5
 
 
 @register("math_boxed")
@@ -100,6 +91,13 @@ def math_boxed(completion: str, row: dict) -> Verdict:
         return malformed("no \\boxed{} answer", "No final answer in \\boxed{} was found.")
     if not predicted.strip():
         return malformed("empty \\boxed{}", "The \\boxed{} answer is empty.")
-    if equivalent(predicted, row["answer"]):
+    shown = predicted.strip()[:80]
+    try:
+        result = equivalence(predicted, row["answer"])
+    except SymbolicCheckError as err:
+        return unscorable(str(err), f"The answer {shown} could not be checked.")
+    if result.equal:
         return correct()
-    return wrong(f"The answer {predicted.strip()[:80]} is incorrect.")
+    if result.note:
+        return unscorable(result.note, f"The answer {shown} could not be checked.")
+    return wrong(f"The answer {shown} is incorrect.")

@@ -15,7 +15,8 @@ import json
 import re
 from collections import Counter
 
-from cptlab.verifiers.base import Verdict, register
+from cptlab.verifiers.base import Verdict, register, unscorable
+from cptlab.verifiers.symbolic import SymbolicCheckError, symbolic_equal
 
 # math.py: only the end of a completion is searched for the final box.
 STUDY_MATH_TAIL_CHARS = 100
@@ -63,20 +64,6 @@ def study_boxed(completion: str) -> str | None:
     return ""
 
 
-def _math_verify_bare(reference: str, predicted: str) -> bool:
-    """math-verify on the bare strings, as the study calls it (no `$` delimiters added)."""
-    try:
-        from math_verify import parse, verify
-    except ImportError:
-        return False
-    try:
-        gold = parse(reference, parsing_timeout=STUDY_MATH_VERIFY_TIMEOUT_S)
-        pred = parse(predicted, parsing_timeout=STUDY_MATH_VERIFY_TIMEOUT_S)
-        return bool(verify(gold, pred, timeout_seconds=STUDY_MATH_VERIFY_TIMEOUT_S))
-    except Exception:  # the study ignores every parsing/verification error
-        return False
-
-
 def study_math_feedback(has_answer: bool, truncated: bool) -> str:
     """math.py's feedback (format feedback on, correctness feedback off, its defaults): the
     format text for a completion without an answer that was not truncated, else the truncation
@@ -97,7 +84,18 @@ def study_math(completion: str, row: dict, truncated: bool = False) -> Verdict:
         reason = f"no \\boxed{{}} {where}" if predicted is None else f"empty or open box {where}"
         return _verdict(False, feedback, reason)
     answer = str(row["answer"])
-    return _verdict(predicted == answer or _math_verify_bare(answer, predicted), feedback)
+    if predicted == answer:
+        return _verdict(True, feedback)
+    # math-verify on the bare strings, as the study calls it (no `$` delimiters added). The
+    # study takes every error of the check for a wrong answer: so does the reward, with the
+    # reason recorded.
+    try:
+        result = symbolic_equal(answer, predicted, timeout_s=STUDY_MATH_VERIFY_TIMEOUT_S)
+    except SymbolicCheckError as err:
+        return unscorable(str(err), feedback)
+    if not result.equal and result.note:
+        return unscorable(result.note, feedback)
+    return _verdict(result.equal, feedback)
 
 
 # ----- multiple choice (mcq.py, gpqa.py) --------------------------------------------------------

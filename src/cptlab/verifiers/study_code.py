@@ -41,7 +41,7 @@ from functools import cache
 from pathlib import Path
 
 from cptlab.sandbox import Limits, run_python
-from cptlab.verifiers.base import Verdict, register
+from cptlab.verifiers.base import Verdict, register, unscorable
 
 _BLOCK = re.compile(r"```(\w*)\n(.*?)```", re.DOTALL)
 HARNESS = Path(__file__).with_name("study_harness.py")
@@ -361,7 +361,7 @@ def study_code(completion: str, row: dict, truncated: bool = False) -> Verdict:
     try:
         records = study_records(tests, run_study_tests(program, tests))
     except HarnessError as err:
-        return Verdict(0.0, "The code could not be run.", str(err))
+        return unscorable(str(err), "The code could not be run.")
     passed = sum(r.passed for r in records)
     return Verdict(
         1.0 if passed == len(records) else 0.0,
