@@ -6,6 +6,7 @@ and the paper-scale benchmarks share them. Every verifier is registered by name 
 
 base.py           the interface (Verdict), the registry and `score`
 math.py           the last \\boxed{}: exact, numeric, then symbolic
+symbolic.py       math-verify's check, in a worker process when called off the main thread
 mcq.py            multiple-choice answers in the study's three forms
 tool.py           ReAct traces (ToolAlpaca) and single function calls
 bfcl.py           BFCL's official AST checker (simple and multiple)
