@@ -5,6 +5,7 @@ import os
 import platform
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -312,3 +313,51 @@ def test_cptlab_leaves_onednn_uncapped():
     code = "import os, cptlab; print(os.environ.get('ONEDNN_MAX_CPU_ISA', 'unset'))"
     run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert run.stdout.split() == ["unset"], run.stderr
+
+
+# bf16 attention on (batch, heads, 64 tokens, head dim 32): the sizes from which torch 2.13's CPU
+# flash attention packs for AMX.
+BF16_ATTENTION = (
+    "import torch, torch.nn.functional as F; q = torch.randn(2, 4, 64, 32, dtype=torch.bfloat16)"
+    "\ntry:\n    F.scaled_dot_product_attention(q, q, q); print('ran')"
+    "\nexcept RuntimeError as err:\n    print('failed:', err)"
+)
+
+
+def _bf16_attention(environment: dict) -> tuple[str, str]:
+    """(ATEN_CPU_CAPABILITY after `import cptlab`, the bf16 attention's outcome) in a fresh
+    interpreter whose environment has none of the pins but `environment`."""
+    env = {k: v for k, v in os.environ.items() if k not in CPU_KERNEL_PINS} | environment
+    code = "import os, cptlab; print(os.environ.get('ATEN_CPU_CAPABILITY', 'unset'))\n"
+    run = subprocess.run(
+        [sys.executable, "-c", code + BF16_ATTENTION], env=env, capture_output=True, text=True
+    )
+    assert run.returncode == 0, run.stderr
+    capability, outcome = run.stdout.strip().split("\n", 1)
+    return capability, outcome
+
+
+def _has_amx() -> bool:
+    cpuinfo = Path("/proc/cpuinfo")
+    return cpuinfo.exists() and "amx_tile" in cpuinfo.read_text()
+
+
+def test_native_cpu_kernels_leave_torchs_dispatch_and_bf16_attention_runs():
+    """CPTLAB_CPU_KERNELS=native, which the jobs of a half-precision config get
+    (tests/test_rehearsal_config.py), pins nothing: bf16 attention runs on any x86-64 CPU."""
+    assert _bf16_attention({"CPTLAB_CPU_KERNELS": "native"}) == ("unset", "ran")
+
+
+@pytest.mark.skipif(not _has_amx(), reason="the pin breaks bf16 attention only on CPUs with AMX")
+def test_the_avx2_pin_still_breaks_bf16_attention_on_amx():
+    """Why half-precision jobs run unpinned. Should a torch release fix its AVX2 build's AMX
+    path, this fails, and the pin could serve those jobs again."""
+    capability, outcome = _bf16_attention({})
+    assert capability == "avx2"
+    assert "pack_vnni2 is only supported when avx512 is supported" in outcome
+
+
+def test_an_unknown_cpu_kernel_setting_is_refused():
+    env = {**os.environ, "CPTLAB_CPU_KERNELS": "avx512"}
+    run = subprocess.run([sys.executable, "-c", "import cptlab"], env=env, capture_output=True)
+    assert run.returncode != 0 and b"expected avx2 or native" in run.stderr

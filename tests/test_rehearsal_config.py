@@ -5,7 +5,11 @@ into the rehearsal rather than being shadowed by it."""
 from __future__ import annotations
 
 import fnmatch
+import re
 
+from workflow_helpers import copy_workflow, snakemake
+
+from cptlab.resources import computes_in_half_precision, cptlab_invocation
 from cptlab.validation import load_config
 
 # Every key path the rehearsal may change (`*`: one key of any name), each with its reason.
@@ -87,3 +91,30 @@ def test_allow_list_is_matched_by_full_paths() -> None:
     assert allowed("data.options.aime.path")
     assert not allowed("data.options.livecodebench.start_date")
     assert not allowed("training.learning_rate")
+
+
+def test_half_precision_configs_run_torchs_own_cpu_kernels() -> None:
+    """The rehearsal and the paper config compute in bf16, where cptlab's AVX2 kernel pin breaks
+    bf16 attention on CPUs with AMX (cptlab/__init__.py): their jobs, and every process a
+    launcher starts from them, get CPTLAB_CPU_KERNELS=native. The embedded default keeps it."""
+    assert computes_in_half_precision(load_config("config/rehearsal.yaml"))
+    assert computes_in_half_precision(load_config("config/paper.yaml"))
+    embedded = load_config("config/config.yaml")
+    assert not computes_in_half_precision(embedded)
+    method = next(iter(embedded["methods"]))
+    embedded["methods"][method]["training"] = {"dtype": "bfloat16"}
+    assert computes_in_half_precision(embedded)
+    assert cptlab_invocation("", True) == "CPTLAB_CPU_KERNELS=native cptlab"
+    launcher = "accelerate launch --num_processes 2"
+    assert cptlab_invocation(launcher, True) == f"CPTLAB_CPU_KERNELS=native {launcher} -m cptlab"
+
+
+def test_every_rehearsal_job_gets_the_native_kernels(tmp_path) -> None:
+    """The commands of every rehearsal job, as Snakemake plans them."""
+    copy_workflow(tmp_path)
+    plan = snakemake(tmp_path, "-n", "-p", "--cores", "2", "--configfile", "config/rehearsal.yaml")
+    assert plan.returncode == 0, plan.stderr[-2000:]
+    shown = re.findall(r"^Shell command: (.*)$", plan.stdout + plan.stderr, re.MULTILINE)
+    commands = [c for c in shown if c != "None"]  # rule all
+    assert len(commands) > 50
+    assert all(c.startswith("CPTLAB_CPU_KERNELS=native ") for c in commands), commands[:3]

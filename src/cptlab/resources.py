@@ -38,10 +38,25 @@ def snakemake_resources(config: Mapping, kind: str) -> dict[str, Any]:
     return res
 
 
-def cptlab_invocation(launcher: str) -> str:
+def cptlab_invocation(launcher: str, half_precision: bool = False) -> str:
     """The command that runs the CLI under `launcher`: `cptlab` without one, else the launcher
-    starting the `cptlab` module (`accelerate launch ... -m cptlab`, `torchrun ... -m cptlab`)."""
-    return f"{launcher.strip()} -m cptlab" if launcher.strip() else "cptlab"
+    starting the `cptlab` module (`accelerate launch ... -m cptlab`, `torchrun ... -m cptlab`).
+    `half_precision` (`computes_in_half_precision`): the job and every process it starts keep
+    torch's own CPU kernel dispatch (CPTLAB_CPU_KERNELS=native; cptlab/__init__.py says why)."""
+    command = f"{launcher.strip()} -m cptlab" if launcher.strip() else "cptlab"
+    return f"CPTLAB_CPU_KERNELS=native {command}" if half_precision else command
+
+
+def computes_in_half_precision(config: Mapping) -> bool:
+    """Whether the config trains in bf16 or fp16 anywhere (`training.dtype`, `training.bf16`,
+    or a method's `training` overrides): its checkpoints, and so every job, are half precision."""
+    sections = [config.get("training") or {}] + [
+        (method or {}).get("training") or {} for method in (config.get("methods") or {}).values()
+    ]
+    return any(
+        section.get("bf16") or section.get("dtype") in ("bfloat16", "float16")
+        for section in sections
+    )
 
 
 def launcher_processes(launcher: str) -> int:

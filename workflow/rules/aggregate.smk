@@ -20,7 +20,7 @@ rule aggregate:
     conda:
         CONDA_ENV
     shell:
-        "cptlab aggregate --config {params.config} --results-dir {params.results} > {log} 2>&1"
+        CPTLAB + " aggregate --config {params.config} --results-dir {params.results} > {log} 2>&1"
         + COMMIT_PROVENANCE
 
 
@@ -48,7 +48,7 @@ rule findings:
     conda:
         CONDA_ENV
     shell:
-        "cptlab findings --config {params.config} --results-dir {params.results} > {log} 2>&1"
+        CPTLAB + " findings --config {params.config} --results-dir {params.results} > {log} 2>&1"
         + COMMIT_PROVENANCE
 
 
@@ -100,5 +100,5 @@ rule figures:
     conda:
         CONDA_ENV
     shell:
-        "cptlab figures --config {params.config} --results-dir {params.results} > {log} 2>&1"
+        CPTLAB + " figures --config {params.config} --results-dir {params.results} > {log} 2>&1"
         + COMMIT_PROVENANCE

@@ -20,6 +20,7 @@ from cptlab.provenance import SourceTree, stage, write_if_changed
 from cptlab.site import site_problems
 from cptlab.resources import (
     RESOURCE_DEFAULTS,
+    computes_in_half_precision,
     cptlab_invocation,
     rule_resources,
     snakemake_resources,
@@ -319,5 +320,11 @@ CONDA_ENV = (
 def cptlab_command(kind):
     """How a job starts the CLI: `cptlab`, or under the kind's launcher (`accelerate launch
     ...`, `torchrun ...`) as a module in every process (launchers run a Python file or module,
-    not a console script)."""
-    return cptlab_invocation(rule_resources(config, kind)["launcher"])
+    not a console script), with torch's own CPU kernels where the config computes in half
+    precision."""
+    launcher = rule_resources(config, kind)["launcher"]
+    return cptlab_invocation(launcher, computes_in_half_precision(config))
+
+
+# The CLI as a job without a launcher starts it.
+CPTLAB = cptlab_invocation("", computes_in_half_precision(config))

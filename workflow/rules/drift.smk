@@ -34,7 +34,7 @@ rule drift_chain:
     conda:
         CONDA_ENV
     shell:
-        "cptlab drift-chain --config {params.config} --method {wildcards.method}"
+        CPTLAB + " drift-chain --config {params.config} --method {wildcards.method}"
         " --seed {wildcards.seed} --results-dir {params.results} --threads {threads}"
         " > {log} 2>&1"
         + COMMIT_PROVENANCE
@@ -63,7 +63,7 @@ rule dataset_distance:
     conda:
         CONDA_ENV
     shell:
-        "cptlab dataset-distance --config {params.config} --results-dir {params.results}"
+        CPTLAB + " dataset-distance --config {params.config} --results-dir {params.results}"
         " --threads {threads} > {log} 2>&1"
         + COMMIT_PROVENANCE
 
@@ -133,6 +133,6 @@ rule drift_figures:
     conda:
         CONDA_ENV
     shell:
-        "cptlab drift-figures --config {params.config} --results-dir {params.results}"
+        CPTLAB + " drift-figures --config {params.config} --results-dir {params.results}"
         " > {log} 2>&1"
         + COMMIT_PROVENANCE

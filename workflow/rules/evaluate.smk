@@ -49,7 +49,7 @@ if WHOLE_BENCHMARKS:
         conda:
             CONDA_ENV
         shell:
-            "cptlab evaluate-checkpoint --config {params.config} --results-dir {params.results}"
+            CPTLAB + " evaluate-checkpoint --config {params.config} --results-dir {params.results}"
             " {params.checkpoint} --threads {threads} > {log} 2>&1"
             + COMMIT_PROVENANCE
 
@@ -110,7 +110,7 @@ if SPLIT_BENCHMARKS:
         conda:
             CONDA_ENV
         shell:
-            "cptlab evaluate-checkpoint --config {params.config} --results-dir {params.results}"
+            CPTLAB + " evaluate-checkpoint --config {params.config} --results-dir {params.results}"
             " {params.checkpoint} --shard {wildcards.benchmark}:{wildcards.shard}"
             " --threads {threads} > {log} 2>&1" + COMMIT_PROVENANCE
 
@@ -151,7 +151,7 @@ if SPLIT_BENCHMARKS:
         conda:
             CONDA_ENV
         shell:
-            "cptlab merge-shards --config {params.config} --results-dir {params.results}"
+            CPTLAB + " merge-shards --config {params.config} --results-dir {params.results}"
             " --benchmark {wildcards.benchmark} {params.checkpoint} > {log} 2>&1"
             + COMMIT_PROVENANCE
 
