@@ -286,10 +286,14 @@ def test_embedded_build_bounds(tmp_path):
     assert failed == ["logic_ood.greedy_accuracy > 0.10"], f"unmet foundation bounds: {failed}"
 
 
+# The pins and the record of who set them (this test process's own import of cptlab).
+UNPINNED = {*CPU_KERNEL_PINS, "CPTLAB_CPU_KERNEL_PINS_SET"}
+
+
 def _kernel_pins(environment: dict) -> list[str]:
     """(ATEN_CPU_CAPABILITY as cptlab leaves it, the capability torch then dispatches to), in a
     fresh interpreter whose environment has none of the pins but `environment`."""
-    env = {k: v for k, v in os.environ.items() if k not in CPU_KERNEL_PINS} | environment
+    env = {k: v for k, v in os.environ.items() if k not in UNPINNED} | environment
     code = (
         "import os, cptlab, torch; "
         "print(os.environ['ATEN_CPU_CAPABILITY'], torch.backends.cpu.get_cpu_capability())"
@@ -327,7 +331,7 @@ BF16_ATTENTION = (
 def _bf16_attention(environment: dict) -> tuple[str, str]:
     """(ATEN_CPU_CAPABILITY after `import cptlab`, the bf16 attention's outcome) in a fresh
     interpreter whose environment has none of the pins but `environment`."""
-    env = {k: v for k, v in os.environ.items() if k not in CPU_KERNEL_PINS} | environment
+    env = {k: v for k, v in os.environ.items() if k not in UNPINNED} | environment
     code = "import os, cptlab; print(os.environ.get('ATEN_CPU_CAPABILITY', 'unset'))\n"
     run = subprocess.run(
         [sys.executable, "-c", code + BF16_ATTENTION], env=env, capture_output=True, text=True
@@ -344,8 +348,19 @@ def _has_amx() -> bool:
 
 def test_native_cpu_kernels_leave_torchs_dispatch_and_bf16_attention_runs():
     """CPTLAB_CPU_KERNELS=native, which the jobs of a half-precision config get
-    (tests/test_rehearsal_config.py), pins nothing: bf16 attention runs on any x86-64 CPU."""
-    assert _bf16_attention({"CPTLAB_CPU_KERNELS": "native"}) == ("unset", "ran")
+    (tests/test_rehearsal_config.py), pins nothing and drops the pins that a cptlab process
+    above it set (the workflow's driver): bf16 attention runs on any x86-64 CPU. A value the
+    user set stays."""
+    native = {"CPTLAB_CPU_KERNELS": "native"}
+    assert _bf16_attention(native) == ("unset", "ran")
+    code = "import os, cptlab; print(os.environ['CPTLAB_CPU_KERNEL_PINS_SET'])"
+    env = {k: v for k, v in os.environ.items() if k not in UNPINNED}
+    driver = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    if platform.machine().lower() in ("x86_64", "amd64"):
+        assert driver.stdout.split() == ["ATEN_CPU_CAPABILITY,MKL_CBWR"], driver.stderr
+    inherited = {**CPU_KERNEL_PINS, "CPTLAB_CPU_KERNEL_PINS_SET": "ATEN_CPU_CAPABILITY,MKL_CBWR"}
+    assert _bf16_attention({**inherited, **native}) == ("unset", "ran")
+    assert _bf16_attention({"ATEN_CPU_CAPABILITY": "default", **native})[0] == "default"
 
 
 @pytest.mark.skipif(not _has_amx(), reason="the pin breaks bf16 attention only on CPUs with AMX")

@@ -59,11 +59,21 @@ __version__ = "0.1.0"
 # The pin is for the float32 path. In bf16, ATen's AVX2 build of the CPU flash attention still
 # takes its AMX packing path on a CPU with AMX and fails ("pack_vnni2 is only supported when
 # avx512 is supported"). So the jobs of a config that computes in half precision run with
-# CPTLAB_CPU_KERNELS=native (cptlab.resources.cptlab_invocation), and torch dispatches as built.
+# CPTLAB_CPU_KERNELS=native (cptlab.resources.cptlab_invocation): such a process pins nothing and
+# drops the pins a cptlab process above it set (the workflow's driver imports cptlab too), which
+# CPTLAB_CPU_KERNEL_PINS_SET names; a value set by the user stays.
 CPU_KERNEL_PINS = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2"}
 CPU_KERNELS = os.environ.get("CPTLAB_CPU_KERNELS", "avx2")
+_PINS_SET = "CPTLAB_CPU_KERNEL_PINS_SET"
 if CPU_KERNELS not in ("avx2", "native"):
     raise RuntimeError(f"CPTLAB_CPU_KERNELS={CPU_KERNELS!r}: expected avx2 or native")
-if CPU_KERNELS == "avx2" and platform.machine().lower() in ("x86_64", "amd64"):
-    for _name, _value in CPU_KERNEL_PINS.items():
-        os.environ.setdefault(_name, _value)
+if CPU_KERNELS == "native":
+    for _name in os.environ.pop(_PINS_SET, "").split(","):
+        if _name in CPU_KERNEL_PINS:
+            os.environ.pop(_name, None)
+elif platform.machine().lower() in ("x86_64", "amd64"):
+    _set = [name for name in CPU_KERNEL_PINS if name not in os.environ]
+    for _name in _set:
+        os.environ[_name] = CPU_KERNEL_PINS[_name]
+    if _set:
+        os.environ[_PINS_SET] = ",".join(_set)
