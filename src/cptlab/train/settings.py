@@ -146,6 +146,14 @@ class TrainingSettings(SettingsSection):
             e.g. `sdpa` or `flash_attention_2` (None: transformers' choice).
         bf16 (`bool`, *optional*, defaults to `False`):
             bf16 mixed precision (needs a GPU).
+        handoff_precision (`str`, *optional*, defaults to `"float32"`):
+            The weights a stage hands to the next stage and to the analyses
+            (cptlab.train.handoff). `float32`: under DeepSpeed's mixed precision, the fp32
+            master weights, saved in fp32, and the next stage's masters start from them, as
+            verl's actor keeps fp32 parameters and exports them. `model`: the model's own
+            weights (bf16 with dtype bfloat16), the masters dropped, as verl's model merger
+            exports bf16. The same weights for a float32 model. A bf16 model needs
+            `deepspeed` for `float32` (no masters otherwise).
         gradient_checkpointing (`bool`, *optional*, defaults to `False`):
             Recompute activations in the backward pass (saves memory, costs time).
         deepspeed (`str` or `None`, *optional*, defaults to `None`):
@@ -231,6 +239,7 @@ class TrainingSettings(SettingsSection):
     dtype: str = "float32"
     attn_implementation: str | None = None
     bf16: bool = False
+    handoff_precision: str = "float32"
     gradient_checkpointing: bool = False
     deepspeed: str | None = None
     use_vllm: bool = False

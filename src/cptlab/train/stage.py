@@ -35,7 +35,14 @@ from cptlab.provenance import SourceTree
 from cptlab.rows import read_jsonl
 from cptlab.train.distributed import gathered_parameters
 from cptlab.train.grpo import CptGRPOTrainer, grpo_args
-from cptlab.train.mixin import StageRecorder
+from cptlab.train.handoff import (
+    RestoreMasterWeights,
+    hands_on_masters,
+    master_state_dict,
+    save_fp32,
+    stored_in_fp32,
+)
+from cptlab.train.mixin import StageRecorder, tied_copies
 from cptlab.train.monitor import CollapseMonitor
 from cptlab.train.probe import KLProbe
 from cptlab.train.replay import replayed_prompts, stage_row_indices
@@ -221,6 +228,11 @@ def build_trainer(
     if t.attn_implementation:
         init["attn_implementation"] = t.attn_implementation
     model = load_model(start, **init)
+    if hands_on_masters(t.handoff_precision, model) and not deepspeed:
+        raise ConfigError(
+            "training.handoff_precision float32 hands on DeepSpeed's fp32 master weights: a "
+            f"{t.dtype} model trains without them unless training.deepspeed is set"
+        )
     monitor = CollapseMonitor.from_settings(t.collapse)
     indices = stage_row_indices(
         len(rows),
@@ -354,9 +366,21 @@ def _file_digest(path: Path) -> str | None:
     return hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else None
 
 
-def export_weights(source: str | Path, out: Path) -> None:
-    """Copy a checkpoint's model files (or load and save a hub model) into `out`."""
+def export_weights(
+    source: str | Path, out: Path, model: torch.nn.Module, precision: str = "model"
+) -> None:
+    """Copy a checkpoint's model files (or load and save a hub model) into `out`. A trainer
+    checkpoint of a stage that hands on its fp32 masters (`hands_on_masters`) gives those, from
+    its DeepSpeed state."""
     source_path = Path(source)
+    zero_state = sorted(source_path.glob("global_step*"))
+    if zero_state and hands_on_masters(precision, model):
+        from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
+
+        masters = get_fp32_state_dict_from_zero_checkpoint(str(source_path))
+        copies = tied_copies(model)
+        save_fp32(model, {k: v for k, v in masters.items() if k not in copies}, out)
+        return
     if (source_path / "config.json").exists():
         out.mkdir(parents=True, exist_ok=True)
         for path in source_path.iterdir():
@@ -514,16 +538,24 @@ def run_stage(
     # ranks would train a different model on each): their digests go into the manifest.
     ranks = None if finished else gather_object([_rank_digests(trainer)])
     weights_step = steps_done
+    precision = settings.training.handoff_precision
+    model = trainer.accelerator.unwrap_model(trainer.model)
     if finished:
         if state.is_main_process:
-            export_weights(resume, out)
+            export_weights(resume, out, model, precision)
     elif stopped is None:
-        trainer.save_model(str(out))
+        if hands_on_masters(precision, model):
+            masters = master_state_dict(model, skip=tied_copies(model))  # every process gathers
+            if state.is_main_process:
+                save_fp32(model, masters, out)
+        else:
+            trainer.save_model(str(out))
     elif state.is_main_process:
         saved = checkpoints(state_dir, checkpoint_files(settings))
         good = [s for s in saved if s <= stopped["last_ok_step"]]
         weights_step = max(good) if good else 0
-        export_weights(state_dir / f"checkpoint-{weights_step}" if good else start, out)
+        source = state_dir / f"checkpoint-{weights_step}" if good else start
+        export_weights(source, out, model, precision)
     state.wait_for_everyone()
     return StageRun(
         trainer, resume, finished, steps_done, weights_step, stopped, ranks, train_seconds
@@ -656,6 +688,10 @@ def train_stage(
         callbacks,
         replay_rows=rows.replay_rows,
     )
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    if resume is None and hands_on_masters(settings.training.handoff_precision, model):
+        if stored_in_fp32(start):  # the previous stage's fp32 masters
+            trainer.add_callback(RestoreMasterWeights(trainer, start))
     run = run_stage(settings, trainer, state, resume, start, state_dir, out)
     if not state.is_main_process:
         return {}
