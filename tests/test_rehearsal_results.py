@@ -67,3 +67,59 @@ def test_each_jobs_peak_memory_is_within_its_request(kind):
     assert peaks, f"no benchmark files of {kind} jobs"
     over = {job: mb for job, mb in peaks.items() if mb > limit}
     assert not over, f"{kind} jobs over mem_mb={limit}: {over}"
+
+
+@pytest.mark.parametrize("method, seed, stage, domain", STAGES)
+def test_each_stage_hands_on_its_fp32_master_weights(method, seed, stage, domain):
+    """paper.yaml's `training.handoff_precision: float32` under ZeRO-2 in bf16: every stage's
+    weights are its fp32 masters, which hold what the bf16 copy rounds away."""
+    from safetensors.torch import load_file
+
+    from cptlab.train.handoff import stored_in_fp32
+
+    manifest = json.loads(LAYOUT.stage_manifest(method, seed, stage, domain).read_text())
+    assert manifest["settings"]["training"]["handoff_precision"] == "float32"
+    folder = LAYOUT.stage_dir(method, seed, stage, domain)
+    assert stored_in_fp32(folder)
+    weights = load_file(folder / "model.safetensors")
+    off_bf16 = sum((w != w.bfloat16().float()).sum().item() for w in weights.values())
+    assert off_bf16 > 0.5 * sum(w.numel() for w in weights.values())
+
+
+@pytest.mark.parametrize("method, seed, stage, domain", STAGES)
+def test_each_stage_scored_at_the_papers_worker_count_with_nothing_unscorable(
+    method, seed, stage, domain
+):
+    manifest = json.loads(LAYOUT.stage_manifest(method, seed, stage, domain).read_text())
+    assert manifest["settings"]["training"]["reward_workers"] == 8
+    log = LAYOUT.stage_dir(method, seed, stage, domain) / "train_log.jsonl"
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert lines and all(line["verifier/unscorable_fraction"] == 0.0 for line in lines)
+
+
+def test_math_rewards_in_this_environment_are_the_same_at_the_papers_worker_count():
+    """The rehearsal's untrained model earns no math reward, so its rows are scored here with
+    equivalent forms of their answers (an integer as N.0, a fraction as a/b), at 1 worker and
+    at paper.yaml's count, with the rehearsal's reward set."""
+    import re
+
+    from cptlab.domains.registry import get_benchmark
+    from cptlab.rows import read_jsonl
+    from cptlab.train.rewards import VerifierReward
+
+    workers = CONFIG["training"]["reward_workers"]
+    rows, texts = [], []
+    for benchmark in ("dapo_math", "aime", "math500"):
+        verifier = get_benchmark(benchmark).verifier_for(CONFIG["data"]["rewards"])
+        for row in read_jsonl(LAYOUT.data_file(benchmark)):
+            answer = row["answer"].strip()
+            fraction = re.fullmatch(r"\\d?frac\{(\d+)\}\{(\d+)\}", answer)
+            form = f"{answer}.0" if answer.isdigit() else fraction and "/".join(fraction.groups())
+            if form:
+                rows.append({**row, "metadata": {**row["metadata"], "verifier": verifier}})
+                texts.append([{"role": "assistant", "content": f"So \\boxed{{{form}}}"}])
+    assert len(rows) >= 6
+    rewards = [
+        VerifierReward(rows, workers=n)(None, texts, list(range(len(rows)))) for n in (1, workers)
+    ]
+    assert rewards[0] == rewards[1] and sum(rewards[0]) >= 0.8 * len(rows)
