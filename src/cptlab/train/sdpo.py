@@ -21,6 +21,9 @@ Overrides (everything else is TRL's code, unchanged):
   importance weight of vLLM rollouts (TRL's GRPO keys and modes) multiplies the per-token
   distillation loss, as in the study's SDPO loss; the full-logit divergence is computed at the
   positions the loss keeps only, not at every padded position (the same loss).
+- `_compute_rollout_logps` and the rollout weights' log-probabilities: forwards of
+  `log_prob_batch_size` rows through TRL's fused LM head (GRPO's), never the whole rollout batch
+  and its full-vocabulary logits at once (TRL's: about 80 GB at the paper's sizes).
 - `_generate_transformers`: with `compact_generation`, rollouts sampled with each distinct
   prompt prefilled once and finished rows dropped (cptlab.train.compact_generation).
 - teacher prompts longer than `max_reprompt_len` are cut on a chosen side (TRL keeps the end).
@@ -47,6 +50,7 @@ from trl.experimental.sdpo.teacher_sync import SyncTeacherModelCallback
 from trl.models import prepare_deepspeed, prepare_fsdp
 from trl.trainer.callbacks import SyncRefModelCallback
 from trl.trainer.utils import (
+    add_fused_lm_head,
     create_model_from_path,
     get_config_model_id,
     pad,
@@ -320,6 +324,9 @@ class CptSDPOTrainer(StageTrainerMixin, SDPOTrainer):
             rollouts with each distinct prompt prefilled once and finished rows dropped from the
             decode batch (`cptlab.train.compact_generation`); the same distribution as
             `generate`, other draws.
+        log_prob_batch_size (`int`, *optional*): rows per forward of the rollout batch's
+            log-probabilities without gradient, the rollout weights' and the old ones
+            (`training.log_prob_micro_batch_size_per_device`; None: the micro-batch).
     """
 
     def __init__(
@@ -329,9 +336,11 @@ class CptSDPOTrainer(StageTrainerMixin, SDPOTrainer):
         shared_prompt_forward: bool = False,
         length_grouped_forward: bool = False,
         compact_generation: bool = False,
+        log_prob_batch_size: int | None = None,
         **kwargs,
     ) -> None:
         self.recorder = recorder
+        self.log_prob_batch_size = log_prob_batch_size
         self.shared_prompt_forward = shared_prompt_forward
         self.length_grouped_forward = length_grouped_forward
         self.compact_generation = compact_generation
@@ -340,6 +349,12 @@ class CptSDPOTrainer(StageTrainerMixin, SDPOTrainer):
         if not isinstance(self.args, CptSDPOConfig):
             raise TypeError(f"CptSDPOTrainer needs a CptSDPOConfig, got {type(self.args).__name__}")
         self.teacher_context_builder = VerifierFeedbackContextBuilder(self)
+        # `model(..., labels=..., fused_lm_head=True)` gives the log-probabilities of the
+        # labels without the full logits, as in TRL's GRPOTrainer; other calls are unchanged.
+        add_fused_lm_head(
+            self.model.get_base_model() if is_peft_model(self.model) else self.model,
+            temperature=self.temperature,
+        )
         if self.use_vllm:
             # TRL builds SDPO's vLLM generation with logprobs=None, and vLLM then returns none;
             # the rollout importance weights need the sampled tokens' (GRPO's generation asks
@@ -524,20 +539,56 @@ class CptSDPOTrainer(StageTrainerMixin, SDPOTrainer):
             batch["rollout_is_weights"] = self._rollout_weights(batch, self._rollout_logps)
         return batch
 
+    def _compute_rollout_logps(self, prompt_ids, prompt_mask, completion_ids, completion_mask):
+        # TRL's condition: old log-probabilities when a rollout batch makes several updates.
+        generate_every = self.args.steps_per_generation * self.num_iterations
+        if self.args.gradient_accumulation_steps % generate_every == 0:
+            return None
+        return self.completion_logps(prompt_ids, prompt_mask, completion_ids, completion_mask)
+
+    @torch.no_grad()
+    def completion_logps(
+        self,
+        prompt_ids: torch.Tensor,
+        prompt_mask: torch.Tensor,
+        completion_ids: torch.Tensor,
+        completion_mask: torch.Tensor,
+    ) -> torch.Tensor:
+        """The training model's log-probability of each completion token (temperature-scaled,
+        0 past a row's end), without gradient, in forwards of `log_prob_batch_size` rows.
+
+        The log-probabilities come from TRL's fused LM head, tile by tile, without the
+        (rows, tokens, vocabulary) logits; the shared-prompt forward, which materialises them,
+        is for small vocabularies."""
+        rows = self.log_prob_batch_size or self.args.per_device_train_batch_size
+        input_ids = torch.cat([prompt_ids, completion_ids], dim=1)
+        attention_mask = torch.cat([prompt_mask, completion_mask], dim=1)
+        width = completion_ids.size(1)
+        pieces = []
+        for part in torch.split(torch.arange(len(input_ids), device=input_ids.device), rows):
+            ids, mask = input_ids[part], attention_mask[part]
+            if self.shares_prompts(self.model):
+                logits = self._forward_logits(self.model, ids, mask, width)
+                pieces.append(selective_log_softmax(logits, ids[:, -width:]))
+                continue
+            labels = ids.masked_fill(mask == 0, -100)
+            labels[:, :-width] = -100
+            with self.accelerator.autocast():
+                out = self.model(
+                    input_ids=ids, attention_mask=mask, labels=labels, fused_lm_head=True
+                )
+            pieces.append(out.log_probs[:, -width:])
+        return torch.cat(pieces)
+
     def _rollout_weights(self, batch, rollout_logps: list[list[float]]) -> torch.Tensor:
         """The batch's rollout importance weights, from the training model before the update
         (TRL's old log-probs when updates are off-policy, else a no-grad forward now)."""
         completion_ids, mask = batch["completion_ids"], batch["completion_mask"]
         train_logps = batch.get("old_per_token_logps")
         if train_logps is None:
-            with torch.no_grad():
-                logits = self._forward_logits(
-                    self.model,
-                    torch.cat([batch["prompt_ids"], completion_ids], dim=1),
-                    torch.cat([batch["prompt_mask"], mask], dim=1),
-                    completion_ids.size(1),
-                )
-                train_logps = selective_log_softmax(logits, completion_ids)
+            train_logps = self.completion_logps(
+                batch["prompt_ids"], batch["prompt_mask"], completion_ids, mask
+            )
         width = completion_ids.size(1)
         rollout = torch.full_like(train_logps, float("nan"))
         for i, row in enumerate(rollout_logps):
