@@ -4,7 +4,8 @@ Overrides (everything else is TRL's code, unchanged):
 
 - `_setup_teacher_model`: the frozen/EMA teacher starts from an anchor checkpoint (the stage
   start, the original base model, or any path), optionally mixed with the student:
-  teacher = (1 - a) * student + a * anchor.
+  teacher = (1 - a) * student + a * anchor, computed in float32; the EMA teacher's weights stay
+  float32 whatever the student's dtype (cptlab.train.ema_teacher, the study's precision).
 - `_compute_teacher_student_logits`: a seeded Bernoulli keep-mask drops a share of response
   tokens from the distillation loss; also logs the student's entropy.
 - `compute_loss`: with pure distillation, rollouts without a teacher reprompt carry zero loss, so
@@ -14,8 +15,8 @@ Overrides (everything else is TRL's code, unchanged):
   `privileged_context` channel; a demonstration loses the study's unopened reasoning and the
   training benchmark's own reasoning format with its `<think>` blocks.
 - `_save_checkpoint` / `_load_optimizer_and_scheduler`: the teacher's state (its kind's
-  `state_file` in cptlab.train.teachers: the EMA teacher's weights) is part of the trainer
-  checkpoint, so a resumed run continues the same teacher.
+  `state_file` in cptlab.train.teachers: the EMA teacher's float32 weights) is part of the
+  trainer checkpoint, so a resumed run continues the same teacher.
 - the trust-region teacher: teacher logits = lerp(reference, student, mix) on the teacher's input.
 - `_generate_vllm` / `sample_rollouts` / `_compute_self_distillation_loss`: the rollout
   importance weight of vLLM rollouts (TRL's GRPO keys and modes) multiplies the per-token
@@ -46,9 +47,7 @@ from trl.experimental.sdpo.loss_utils import (
     compute_topk_self_distillation_loss,
 )
 from trl.experimental.sdpo.sdpo_trainer import SuccessfulRolloutTeacherContextBuilder
-from trl.experimental.sdpo.teacher_sync import SyncTeacherModelCallback
 from trl.models import prepare_deepspeed, prepare_fsdp
-from trl.trainer.callbacks import SyncRefModelCallback
 from trl.trainer.utils import (
     add_fused_lm_head,
     create_model_from_path,
@@ -60,6 +59,7 @@ from trl.trainer.utils import (
 from cptlab.errors import InputError
 from cptlab.teacher_prompt import TEACHER_TEMPLATES, strip_reasoning, strip_unopened_thinking
 from cptlab.train.distributed import gathered_parameters
+from cptlab.train.ema_teacher import EMATeacher, float32_start, move_towards, write_rounded
 from cptlab.train.mixin import StageRecorder, StageTrainerMixin
 from cptlab.train.rollout_is import MODES, rollout_is_weights, sampling_logps
 from cptlab.train.settings import SDPOSettings
@@ -329,6 +329,8 @@ class CptSDPOTrainer(StageTrainerMixin, SDPOTrainer):
             (`training.log_prob_micro_batch_size_per_device`; None: the micro-batch).
     """
 
+    ema_teacher: EMATeacher | None = None  # the EMA kind's update and state
+
     def __init__(
         self,
         *args,
@@ -388,9 +390,19 @@ class CptSDPOTrainer(StageTrainerMixin, SDPOTrainer):
             raise InputError(f"teacher anchor {anchor} does not have the student's architecture")
         if not self.is_deepspeed_enabled and not self.is_fsdp_enabled:
             teacher.to(next(student.parameters()).device)
-        if args.teacher_anchor_path is not None and args.teacher_anchor_mix < 1.0:
-            # target <- (1 - alpha) * target + alpha * student, with target = anchor
-            SyncRefModelCallback.sync_target_model(student, teacher, 1.0 - args.teacher_anchor_mix)
+        mixed = args.teacher_anchor_path is not None and args.teacher_anchor_mix < 1.0
+        ema = args.teacher_model_kind == "ema"
+        start = None  # the teacher's starting weights in float32
+        if mixed or ema:
+            start = float32_start(
+                teacher, lambda: create_model_from_path(anchor, **{**init, "dtype": torch.float32})
+            )
+        if mixed:
+            # anchor <- (1 - alpha) * anchor + alpha * student, rounded once into the teacher
+            params = list(teacher.parameters())
+            with gathered_parameters([*student.parameters(), *params], modifier_rank=0):
+                move_towards(start, student.parameters(), 1.0 - args.teacher_anchor_mix)
+                write_rounded(params, start)
         teacher.requires_grad_(False)
         teacher.eval()
         if self.is_deepspeed_enabled:
@@ -401,10 +413,13 @@ class CptSDPOTrainer(StageTrainerMixin, SDPOTrainer):
             teacher = self.accelerator.prepare_model(teacher, evaluation_mode=True)
         self.teacher_model = teacher
         self.teacher_anchor = anchor
-        if args.teacher_model_kind == "ema":  # as TRL's _setup_teacher_model
-            self.add_callback(
-                SyncTeacherModelCallback(teacher_model=teacher, accelerator=self.accelerator)
-            )
+        if ema:  # in place of TRL's SyncTeacherModelCallback
+            # A teacher that holds another dtype than float32 (bf16, or cast by DeepSpeed's
+            # mixed precision) runs its forward on the rounding of float32 weights kept aside.
+            dtype = next(self.accelerator.unwrap_model(teacher).parameters()).dtype
+            weights = start if dtype != torch.float32 else None
+            self.ema_teacher = EMATeacher(teacher, self.accelerator, weights)
+            self.add_callback(self.ema_teacher)
 
     def teacher_parameters(self) -> list[torch.nn.Parameter]:
         return list(self.accelerator.unwrap_model(self.teacher_model).parameters())
@@ -415,14 +430,10 @@ class CptSDPOTrainer(StageTrainerMixin, SDPOTrainer):
             folder = os.path.join(
                 self._get_output_dir(trial=trial), f"checkpoint-{self.state.global_step}"
             )
-            params = self.teacher_parameters()
-            with gathered_parameters(params):
-                if self.args.should_save:
-                    os.makedirs(folder, exist_ok=True)
-                    torch.save(
-                        [p.detach().cpu().clone() for p in params],
-                        os.path.join(folder, state_file),
-                    )
+            state = self.ema_teacher.state()
+            if self.args.should_save:
+                os.makedirs(folder, exist_ok=True)
+                torch.save(state, os.path.join(folder, state_file))
         super()._save_checkpoint(model, trial)  # writes trainer_state.json last
 
     def _load_optimizer_and_scheduler(self, checkpoint):
@@ -435,11 +446,7 @@ class CptSDPOTrainer(StageTrainerMixin, SDPOTrainer):
             raise FileNotFoundError(
                 f"{checkpoint}: no {teacher.state_file}; cannot resume the {teacher.name} teacher"
             )
-        saved = torch.load(path, map_location="cpu", weights_only=True)
-        params = self.teacher_parameters()
-        with gathered_parameters(params, modifier_rank=0), torch.no_grad():
-            for param, value in zip(params, saved, strict=True):
-                param.data.copy_(value.to(param.device, param.dtype))
+        self.ema_teacher.load(torch.load(path, map_location="cpu", weights_only=True))
 
     # ----- environment feedback ---------------------------------------------------------------
 
