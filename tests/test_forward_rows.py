@@ -227,3 +227,17 @@ def test_the_probes_chunked_log_probabilities_are_the_whole_batchs(world):
         whole = _token_logps(trainer.model, ids, mask, 7)
         chunked = _token_logps(trainer.model, ids, mask, 7, rows=1)
     torch.testing.assert_close(chunked, whole)
+
+
+def test_the_logged_entropy_in_chunks_is_the_whole_tensors():
+    """SDPO's entropy metric, a few hundred positions of float32 logits at a time, equals the
+    one computed over the whole tensor up to float rounding."""
+    from cptlab.train.sdpo import ENTROPY_POSITIONS, mean_entropy
+
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(3, ENTROPY_POSITIONS // 2 + 5, 50, generator=g).to(torch.bfloat16)
+    mask = torch.ones(logits.shape[:2], dtype=torch.long)
+    mask[1, 40:] = 0
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    whole = (-(logp.exp() * logp).sum(-1) * mask).sum() / mask.sum()
+    torch.testing.assert_close(mean_entropy(logits, mask), whole)

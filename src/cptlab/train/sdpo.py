@@ -7,7 +7,8 @@ Overrides (everything else is TRL's code, unchanged):
   teacher = (1 - a) * student + a * anchor, computed in float32; the EMA teacher's weights stay
   float32 whatever the student's dtype (cptlab.train.ema_teacher, the study's precision).
 - `_compute_teacher_student_logits`: a seeded Bernoulli keep-mask drops a share of response
-  tokens from the distillation loss; also logs the student's entropy.
+  tokens from the distillation loss; also logs the student's entropy (in float32, a few hundred
+  positions at a time).
 - `compute_loss`: with pure distillation, rollouts without a teacher reprompt carry zero loss, so
   student and teacher are forwarded on the reprompted rows only (same loss and gradient).
 - the teacher-context builder: the verifier's feedback on a failed rollout (on any rollout, with
@@ -299,6 +300,24 @@ class VerifierFeedbackContextBuilder(SuccessfulRolloutTeacherContextBuilder):
         }
 
 
+# Positions per float32 chunk of the entropy: 156 MB of logits at Qwen3's 151,936 tokens, where
+# one row of 8,192 positions would be 5 GB, three times over (its log-softmax and their product).
+ENTROPY_POSITIONS = 256
+
+
+@torch.no_grad()
+def mean_entropy(logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """The mean entropy, in float32, of the next-token distributions at the positions `mask`
+    keeps, computed ENTROPY_POSITIONS positions at a time."""
+    flat, keep = logits.reshape(-1, logits.size(-1)), mask.reshape(-1)
+    total = torch.zeros((), device=logits.device)
+    for start in range(0, len(flat), ENTROPY_POSITIONS):
+        logp = torch.log_softmax(flat[start : start + ENTROPY_POSITIONS].float(), dim=-1)
+        entropy = -(logp.exp() * logp).sum(-1)
+        total += (entropy * keep[start : start + ENTROPY_POSITIONS]).sum()
+    return total / keep.sum().clamp(min=1.0)
+
+
 def _mask_seed(*parts: int) -> int:
     digest = hashlib.sha256(":".join(map(str, parts)).encode()).digest()
     return int.from_bytes(digest[:8], "little") & ((1 << 63) - 1)
@@ -502,16 +521,7 @@ class CptSDPOTrainer(StageTrainerMixin, SDPOTrainer):
                 kept = float(out.loss_mask.sum() / eligible)
                 self._metrics[mode]["self_distillation/token_mask_kept_fraction"].append(kept)
         if self.args.log_entropy:
-            with torch.no_grad():
-                total = torch.zeros((), device=out.student_logits.device)
-                for rows in torch.split(torch.arange(out.student_logits.size(0)), 8):
-                    rows = rows.to(out.student_logits.device)  # chunks bound the extra memory
-                    logp = torch.log_softmax(
-                        out.student_logits.index_select(0, rows).float(), dim=-1
-                    )
-                    entropy = -(logp.exp() * logp).sum(-1)
-                    total += (entropy * out.completion_mask.index_select(0, rows)).sum()
-                value = total / out.completion_mask.sum().clamp(min=1.0)
+            value = mean_entropy(out.student_logits, out.completion_mask)
             self._metrics[mode]["entropy"].append(self.accelerator.gather(value).mean().item())
         return out
 
