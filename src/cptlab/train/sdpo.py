@@ -571,8 +571,9 @@ class CptSDPOTrainer(StageTrainerMixin, SDPOTrainer):
         completion_ids: torch.Tensor,
         completion_mask: torch.Tensor,
     ) -> torch.Tensor:
-        """The training model's log-probability of each completion token (temperature-scaled,
-        0 past a row's end), without gradient, in forwards of `log_prob_batch_size` rows.
+        """The training model's temperature-scaled log-probability of each completion token
+        (padding positions hold no value to use), without gradient, in forwards of
+        `log_prob_batch_size` rows.
 
         The log-probabilities come from TRL's fused LM head, tile by tile, without the
         (rows, tokens, vocabulary) logits; the shared-prompt forward, which materialises them,
@@ -582,8 +583,8 @@ class CptSDPOTrainer(StageTrainerMixin, SDPOTrainer):
         attention_mask = torch.cat([prompt_mask, completion_mask], dim=1)
         width = completion_ids.size(1)
         pieces = []
-        for part in torch.split(torch.arange(len(input_ids), device=input_ids.device), rows):
-            ids, mask = input_ids[part], attention_mask[part]
+        for start in range(0, len(input_ids), rows):
+            ids, mask = input_ids[start : start + rows], attention_mask[start : start + rows]
             if self.shares_prompts(self.model):
                 logits = self._forward_logits(self.model, ids, mask, width)
                 pieces.append(selective_log_softmax(logits, ids[:, -width:]))
