@@ -1,5 +1,5 @@
 """Peak memory of SDPO's distillation logits, measured on CPU, against the formula of
-docs/study-training.md ("Memory of the distillation logits at paper scale").
+docs/study-training.md ("Memory at paper scale").
 
 One SDPO micro-batch keeps the student's and the teacher's logits over the completion,
 [m, T, V] each. This script runs TRL's own steps on a model whose other tensors are small beside

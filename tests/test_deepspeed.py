@@ -3,20 +3,33 @@ for 8), run on the CPU through the workflow's train rule: DeepSpeed's CPU accele
 gloo where oneCCL is absent, so the ZeRO-2 engine, its partitioned optimizer and its checkpoints
 run here as on a GPU node. A supervised stage (its loss is never zero, unlike RL's on the smoke
 base) must end where the same stage under plain data parallelism ends, and resume from a
-ZeRO-2 checkpoint to the same weights."""
+ZeRO-2 checkpoint to the same weights. In bf16, as paper.yaml trains, the engine accumulates and
+reduces gradients in float32 and an EMA teacher keeps its float32 weights alike on every process
+(tests/zero2_engine.py reads both from the engine and the teacher)."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
+import torch
 from safetensors.torch import load_file
+from tiny_world import tiny_world
 
 from cptlab.artifacts import MANIFEST
 from cptlab.validation import load_config
-from tests.workflow_helpers import ROOT, TWO_PROCESSES, copy_workflow, edited_config, snakemake
+from tests.workflow_helpers import (
+    BIN,
+    ROOT,
+    TWO_PROCESSES,
+    copy_workflow,
+    edited_config,
+    snakemake,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -116,3 +129,47 @@ def test_a_killed_zero2_stage_resumes_to_the_same_weights(runs: dict) -> None:
     resumed = train(workdir, "zero2")
     assert resumed["resumed_from"] == "checkpoint-2"
     assert resumed["weights_sha256"] == runs["zero2"]["weights_sha256"]
+
+
+def test_bf16_gradients_accumulate_in_float32_and_the_ema_teacher_keeps_float32(tmp_path):
+    """paper.yaml's launcher and DeepSpeed config with 2 processes, bf16 weights and mixed
+    precision, 4 micro-batches per update, an SDPO_5% teacher. The engine's own settings: bf16
+    model, float32 gradient accumulation and reduction (`data_types.grad_accum_dtype`,
+    `communication_data_type`), so ZeRO-2 sums each micro-batch's reduced gradient into a float32
+    partition; Adam's master weights float32. The teacher runs in bf16 on float32 weights that
+    both processes hold alike (`teacher_state_sha256`), and a checkpoint saves them."""
+    pytest.importorskip("deepspeed")
+    config, base, _ = tiny_world(tmp_path)
+    config["methods"] = {
+        "sdpo_ema": {"trainer": "sdpo", "teacher_model_kind": "ema", "teacher_update_rate": 0.05}
+    }
+    config["training"].update(
+        steps=1, prompts_per_step=4, num_generations=2, per_device_train_batch_size=1,
+        dtype="bfloat16", bf16=True, deepspeed="config/accelerate/deepspeed_zero2.json",
+        # bf16 flash attention fails under the AVX2 kernel pin on CPUs with AMX (#49)
+        attn_implementation="eager", save_steps=1, kl_probe={"prompts": 0},
+    )  # fmt: skip
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    launcher = PAPER_LAUNCHER.replace("--num_processes 8", "--num_processes 2").split()
+    done = subprocess.run(
+        [str(BIN / launcher[0]), *launcher[1:], "tests/zero2_engine.py",
+         str(tmp_path / "config.json"), str(base), str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+        env={**os.environ, "OMP_NUM_THREADS": "1", "DS_ACCELERATOR": "cpu"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    ranks = [json.loads((tmp_path / f"rank{i}.json").read_text()) for i in (0, 1)]
+    for found in ranks:
+        assert found["zero_optimizer"] == "DeepSpeedZeroOptimizer" and found["zero_stage"] == 2
+        assert found["gradient_accumulation_steps"] == 4
+        assert (found["model_dtype"], found["grad_accum_dtype"]) == ("bfloat16", "float32")
+        assert found["communication_data_type"] == "float32"
+        assert found["optimizer_grad_accum_dtype"] == "float32" and found["float32_grad_partition"]
+        assert found["master_dtype"] == "float32"
+        assert found["teacher_dtype"] == "bfloat16"
+        assert found["teacher_state_dtypes"] == ["float32"]
+    for key in ("teacher_state_sha256", "student_sha256"):
+        assert ranks[0][key] == ranks[1][key], key
+    assert ranks[0]["teacher_state_sha256"] != ranks[0]["teacher_start_sha256"]  # it moved
+    saved = torch.load(tmp_path / "state" / "checkpoint-1" / "sdpo_teacher.pt", weights_only=True)
+    assert {w.dtype for w in saved} == {torch.float32}

@@ -413,6 +413,7 @@ STUDY_TRAINING = {
     "prompts_per_step": 32,
     "num_generations": 8,
     "per_device_train_batch_size": 1,
+    "log_prob_micro_batch_size_per_device": 1,
     "learning_rate": 1.0e-5,
     "warmup_steps": 10,
     "lr_schedule_per": "rollout_batch",

@@ -3,6 +3,7 @@
 settings.py            the training section and the method entries as documented dataclasses
 spec.py                one stage's settings: a method entry over its trainer's defaults
 teachers.py            the SDPO teacher kinds: TRL kind, anchor, resume state, checks
+ema_teacher.py         the EMA teacher's float32 weights and update, whatever the student's dtype
 rewards.py             the verifier as a TRL reward function (reasons counted, never raises)
 replay.py              which training rows each step draws, with replay of earlier stages
 monitor.py             collapse monitor and the errors that stop a stage

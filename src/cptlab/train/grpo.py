@@ -46,6 +46,9 @@ class CptGRPOTrainer(StageTrainerMixin, GRPOTrainer):
             same up to float rounding, since a zero-advantage row adds exactly 0 to it. Applied
             only where that holds: no KL term (beta 0), no entropy bonus, no auxiliary loss, and
             a loss in `ADVANTAGE_SCALED_LOSSES`.
+        log_prob_batch_size (`int`, *optional*): rows per forward of the rollout batch's
+            log-probabilities without gradient, the old and the reference ones
+            (`training.log_prob_micro_batch_size_per_device`; None: TRL's, the micro-batch).
     """
 
     def __init__(
@@ -56,9 +59,11 @@ class CptGRPOTrainer(StageTrainerMixin, GRPOTrainer):
         length_grouped_forward: bool = False,
         compact_generation: bool = False,
         skip_zero_advantage_backward: bool = False,
+        log_prob_batch_size: int | None = None,
         **kwargs,
     ) -> None:
         self.recorder = recorder
+        self.log_prob_batch_size = log_prob_batch_size
         self.shared_prompt_forward = shared_prompt_forward
         self.length_grouped_forward = length_grouped_forward
         self.compact_generation = compact_generation
@@ -120,6 +125,10 @@ class CptGRPOTrainer(StageTrainerMixin, GRPOTrainer):
         compute_aux_loss=False,
         **media,
     ):
+        if batch_size is not None and self.log_prob_batch_size is not None:
+            # TRL passes a batch size only to the rollout batch's no-grad forwards (the old and
+            # the reference log-probabilities): those take log_prob_batch_size rows each.
+            batch_size = self.log_prob_batch_size
         # Set only where no auxiliary loss runs (`_inert_rows`); images keep TRL's forward.
         inert = self._rows_without_gradient
         if (

@@ -17,11 +17,18 @@ from dataclasses import dataclass
 import torch
 
 
-def _token_logps(model, input_ids, attention_mask, n_completion: int) -> torch.Tensor:
-    logits = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits
-    logits = logits[:, -n_completion - 1 : -1, :].float()
-    targets = input_ids[:, -n_completion:]
-    return torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+def _token_logps(
+    model, input_ids, attention_mask, n_completion: int, rows: int | None = None
+) -> torch.Tensor:
+    """The completion tokens' log-probabilities, in forwards of at most `rows` rows."""
+    pieces = []
+    for part in torch.split(torch.arange(input_ids.size(0)), rows or input_ids.size(0)):
+        ids, mask = input_ids[part], attention_mask[part]
+        logits = model(input_ids=ids, attention_mask=mask, use_cache=False).logits
+        logits = logits[:, -n_completion - 1 : -1, :].float()
+        targets = ids[:, -n_completion:]
+        pieces.append(torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)))
+    return torch.cat(pieces).squeeze(-1)
 
 
 @dataclass
@@ -34,6 +41,8 @@ class KLProbe:
         completion_mask (`torch.Tensor`): 1 on completion tokens, over the last columns.
         start_logps (`torch.Tensor`): the start model's log-prob of each completion token.
         every (`int`): measure every N rollout batches.
+        rows_per_forward (`int`, *optional*): probe rows per forward
+            (`training.log_prob_micro_batch_size_per_device`; None: all at once).
     """
 
     input_ids: torch.Tensor
@@ -41,6 +50,7 @@ class KLProbe:
     completion_mask: torch.Tensor
     start_logps: torch.Tensor
     every: int = 1
+    rows_per_forward: int | None = None
 
     @classmethod
     @torch.no_grad()
@@ -54,6 +64,7 @@ class KLProbe:
         seed: int,
         every: int = 1,
         chat_template_kwargs: dict | None = None,
+        rows_per_forward: int | None = None,
     ) -> KLProbe:
         """Sample the probe from `model` (the stage start) without touching the global RNG."""
         texts = [
@@ -88,9 +99,11 @@ class KLProbe:
         completion_mask = (~after_eos).long()
         input_ids = torch.cat([enc["input_ids"], completion], dim=1)
         attention_mask = torch.cat([enc["attention_mask"], completion_mask], dim=1)
-        start = _token_logps(model, input_ids, attention_mask, completion.shape[1])
+        start = _token_logps(
+            model, input_ids, attention_mask, completion.shape[1], rows_per_forward
+        )
         model.train(was_training)
-        return cls(input_ids, attention_mask, completion_mask, start, every)
+        return cls(input_ids, attention_mask, completion_mask, start, every, rows_per_forward)
 
     @torch.no_grad()
     def measure(self, model) -> dict[str, float]:
@@ -100,7 +113,11 @@ class KLProbe:
         was_training = model.training
         model.eval()  # no dropout in the measurement
         current = _token_logps(
-            model, self.input_ids.to(device), self.attention_mask.to(device), n
+            model,
+            self.input_ids.to(device),
+            self.attention_mask.to(device),
+            n,
+            self.rows_per_forward,
         ).cpu()
         model.train(was_training)
         mask = self.completion_mask.float()

@@ -4,9 +4,11 @@ Overrides (everything else is TRL's code, unchanged):
 
 - `_setup_teacher_model`: the frozen/EMA teacher starts from an anchor checkpoint (the stage
   start, the original base model, or any path), optionally mixed with the student:
-  teacher = (1 - a) * student + a * anchor.
+  teacher = (1 - a) * student + a * anchor, computed in float32; the EMA teacher's weights stay
+  float32 whatever the student's dtype (cptlab.train.ema_teacher, the study's precision).
 - `_compute_teacher_student_logits`: a seeded Bernoulli keep-mask drops a share of response
-  tokens from the distillation loss; also logs the student's entropy.
+  tokens from the distillation loss; also logs the student's entropy (in float32, a few hundred
+  positions at a time).
 - `compute_loss`: with pure distillation, rollouts without a teacher reprompt carry zero loss, so
   student and teacher are forwarded on the reprompted rows only (same loss and gradient).
 - the teacher-context builder: the verifier's feedback on a failed rollout (on any rollout, with
@@ -14,13 +16,16 @@ Overrides (everything else is TRL's code, unchanged):
   `privileged_context` channel; a demonstration loses the study's unopened reasoning and the
   training benchmark's own reasoning format with its `<think>` blocks.
 - `_save_checkpoint` / `_load_optimizer_and_scheduler`: the teacher's state (its kind's
-  `state_file` in cptlab.train.teachers: the EMA teacher's weights) is part of the trainer
-  checkpoint, so a resumed run continues the same teacher.
+  `state_file` in cptlab.train.teachers: the EMA teacher's float32 weights) is part of the
+  trainer checkpoint, so a resumed run continues the same teacher.
 - the trust-region teacher: teacher logits = lerp(reference, student, mix) on the teacher's input.
 - `_generate_vllm` / `sample_rollouts` / `_compute_self_distillation_loss`: the rollout
   importance weight of vLLM rollouts (TRL's GRPO keys and modes) multiplies the per-token
   distillation loss, as in the study's SDPO loss; the full-logit divergence is computed at the
   positions the loss keeps only, not at every padded position (the same loss).
+- `_compute_rollout_logps` and the rollout weights' log-probabilities: forwards of
+  `log_prob_batch_size` rows through TRL's fused LM head (GRPO's), never the whole rollout batch
+  and its full-vocabulary logits at once (TRL's: about 80 GB at the paper's sizes).
 - `_generate_transformers`: with `compact_generation`, rollouts sampled with each distinct
   prompt prefilled once and finished rows dropped (cptlab.train.compact_generation).
 - teacher prompts longer than `max_reprompt_len` are cut on a chosen side (TRL keeps the end).
@@ -43,10 +48,9 @@ from trl.experimental.sdpo.loss_utils import (
     compute_topk_self_distillation_loss,
 )
 from trl.experimental.sdpo.sdpo_trainer import SuccessfulRolloutTeacherContextBuilder
-from trl.experimental.sdpo.teacher_sync import SyncTeacherModelCallback
 from trl.models import prepare_deepspeed, prepare_fsdp
-from trl.trainer.callbacks import SyncRefModelCallback
 from trl.trainer.utils import (
+    add_fused_lm_head,
     create_model_from_path,
     get_config_model_id,
     pad,
@@ -56,6 +60,7 @@ from trl.trainer.utils import (
 from cptlab.errors import InputError
 from cptlab.teacher_prompt import TEACHER_TEMPLATES, strip_reasoning, strip_unopened_thinking
 from cptlab.train.distributed import gathered_parameters
+from cptlab.train.ema_teacher import EMATeacher, float32_start, move_towards, write_rounded
 from cptlab.train.mixin import StageRecorder, StageTrainerMixin
 from cptlab.train.rollout_is import MODES, rollout_is_weights, sampling_logps
 from cptlab.train.settings import SDPOSettings
@@ -295,6 +300,24 @@ class VerifierFeedbackContextBuilder(SuccessfulRolloutTeacherContextBuilder):
         }
 
 
+# Positions per float32 chunk of the entropy: 156 MB of logits at Qwen3's 151,936 tokens, where
+# one row of 8,192 positions would be 5 GB, three times over (its log-softmax and their product).
+ENTROPY_POSITIONS = 256
+
+
+@torch.no_grad()
+def mean_entropy(logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """The mean entropy, in float32, of the next-token distributions at the positions `mask`
+    keeps, computed ENTROPY_POSITIONS positions at a time."""
+    flat, keep = logits.reshape(-1, logits.size(-1)), mask.reshape(-1)
+    total = torch.zeros((), device=logits.device)
+    for start in range(0, len(flat), ENTROPY_POSITIONS):
+        logp = torch.log_softmax(flat[start : start + ENTROPY_POSITIONS].float(), dim=-1)
+        entropy = -(logp.exp() * logp).sum(-1)
+        total += (entropy * keep[start : start + ENTROPY_POSITIONS]).sum()
+    return total / keep.sum().clamp(min=1.0)
+
+
 def _mask_seed(*parts: int) -> int:
     digest = hashlib.sha256(":".join(map(str, parts)).encode()).digest()
     return int.from_bytes(digest[:8], "little") & ((1 << 63) - 1)
@@ -320,7 +343,12 @@ class CptSDPOTrainer(StageTrainerMixin, SDPOTrainer):
             rollouts with each distinct prompt prefilled once and finished rows dropped from the
             decode batch (`cptlab.train.compact_generation`); the same distribution as
             `generate`, other draws.
+        log_prob_batch_size (`int`, *optional*): rows per forward of the rollout batch's
+            log-probabilities without gradient, the rollout weights' and the old ones
+            (`training.log_prob_micro_batch_size_per_device`; None: the micro-batch).
     """
+
+    ema_teacher: EMATeacher | None = None  # the EMA kind's update and state
 
     def __init__(
         self,
@@ -329,9 +357,11 @@ class CptSDPOTrainer(StageTrainerMixin, SDPOTrainer):
         shared_prompt_forward: bool = False,
         length_grouped_forward: bool = False,
         compact_generation: bool = False,
+        log_prob_batch_size: int | None = None,
         **kwargs,
     ) -> None:
         self.recorder = recorder
+        self.log_prob_batch_size = log_prob_batch_size
         self.shared_prompt_forward = shared_prompt_forward
         self.length_grouped_forward = length_grouped_forward
         self.compact_generation = compact_generation
@@ -340,6 +370,12 @@ class CptSDPOTrainer(StageTrainerMixin, SDPOTrainer):
         if not isinstance(self.args, CptSDPOConfig):
             raise TypeError(f"CptSDPOTrainer needs a CptSDPOConfig, got {type(self.args).__name__}")
         self.teacher_context_builder = VerifierFeedbackContextBuilder(self)
+        # `model(..., labels=..., fused_lm_head=True)` gives the log-probabilities of the
+        # labels without the full logits, as in TRL's GRPOTrainer; other calls are unchanged.
+        add_fused_lm_head(
+            self.model.get_base_model() if is_peft_model(self.model) else self.model,
+            temperature=self.temperature,
+        )
         if self.use_vllm:
             # TRL builds SDPO's vLLM generation with logprobs=None, and vLLM then returns none;
             # the rollout importance weights need the sampled tokens' (GRPO's generation asks
@@ -373,9 +409,19 @@ class CptSDPOTrainer(StageTrainerMixin, SDPOTrainer):
             raise InputError(f"teacher anchor {anchor} does not have the student's architecture")
         if not self.is_deepspeed_enabled and not self.is_fsdp_enabled:
             teacher.to(next(student.parameters()).device)
-        if args.teacher_anchor_path is not None and args.teacher_anchor_mix < 1.0:
-            # target <- (1 - alpha) * target + alpha * student, with target = anchor
-            SyncRefModelCallback.sync_target_model(student, teacher, 1.0 - args.teacher_anchor_mix)
+        mixed = args.teacher_anchor_path is not None and args.teacher_anchor_mix < 1.0
+        ema = args.teacher_model_kind == "ema"
+        start = None  # the teacher's starting weights in float32
+        if mixed or ema:
+            start = float32_start(
+                teacher, lambda: create_model_from_path(anchor, **{**init, "dtype": torch.float32})
+            )
+        if mixed:
+            # anchor <- (1 - alpha) * anchor + alpha * student, rounded once into the teacher
+            params = list(teacher.parameters())
+            with gathered_parameters([*student.parameters(), *params], modifier_rank=0):
+                move_towards(start, student.parameters(), 1.0 - args.teacher_anchor_mix)
+                write_rounded(params, start)
         teacher.requires_grad_(False)
         teacher.eval()
         if self.is_deepspeed_enabled:
@@ -386,10 +432,13 @@ class CptSDPOTrainer(StageTrainerMixin, SDPOTrainer):
             teacher = self.accelerator.prepare_model(teacher, evaluation_mode=True)
         self.teacher_model = teacher
         self.teacher_anchor = anchor
-        if args.teacher_model_kind == "ema":  # as TRL's _setup_teacher_model
-            self.add_callback(
-                SyncTeacherModelCallback(teacher_model=teacher, accelerator=self.accelerator)
-            )
+        if ema:  # in place of TRL's SyncTeacherModelCallback
+            # A teacher that holds another dtype than float32 (bf16, or cast by DeepSpeed's
+            # mixed precision) runs its forward on the rounding of float32 weights kept aside.
+            dtype = next(self.accelerator.unwrap_model(teacher).parameters()).dtype
+            weights = start if dtype != torch.float32 else None
+            self.ema_teacher = EMATeacher(teacher, self.accelerator, weights)
+            self.add_callback(self.ema_teacher)
 
     def teacher_parameters(self) -> list[torch.nn.Parameter]:
         return list(self.accelerator.unwrap_model(self.teacher_model).parameters())
@@ -400,14 +449,10 @@ class CptSDPOTrainer(StageTrainerMixin, SDPOTrainer):
             folder = os.path.join(
                 self._get_output_dir(trial=trial), f"checkpoint-{self.state.global_step}"
             )
-            params = self.teacher_parameters()
-            with gathered_parameters(params):
-                if self.args.should_save:
-                    os.makedirs(folder, exist_ok=True)
-                    torch.save(
-                        [p.detach().cpu().clone() for p in params],
-                        os.path.join(folder, state_file),
-                    )
+            state = self.ema_teacher.state()
+            if self.args.should_save:
+                os.makedirs(folder, exist_ok=True)
+                torch.save(state, os.path.join(folder, state_file))
         super()._save_checkpoint(model, trial)  # writes trainer_state.json last
 
     def _load_optimizer_and_scheduler(self, checkpoint):
@@ -420,11 +465,7 @@ class CptSDPOTrainer(StageTrainerMixin, SDPOTrainer):
             raise FileNotFoundError(
                 f"{checkpoint}: no {teacher.state_file}; cannot resume the {teacher.name} teacher"
             )
-        saved = torch.load(path, map_location="cpu", weights_only=True)
-        params = self.teacher_parameters()
-        with gathered_parameters(params, modifier_rank=0), torch.no_grad():
-            for param, value in zip(params, saved, strict=True):
-                param.data.copy_(value.to(param.device, param.dtype))
+        self.ema_teacher.load(torch.load(path, map_location="cpu", weights_only=True))
 
     # ----- environment feedback ---------------------------------------------------------------
 
@@ -480,16 +521,7 @@ class CptSDPOTrainer(StageTrainerMixin, SDPOTrainer):
                 kept = float(out.loss_mask.sum() / eligible)
                 self._metrics[mode]["self_distillation/token_mask_kept_fraction"].append(kept)
         if self.args.log_entropy:
-            with torch.no_grad():
-                total = torch.zeros((), device=out.student_logits.device)
-                for rows in torch.split(torch.arange(out.student_logits.size(0)), 8):
-                    rows = rows.to(out.student_logits.device)  # chunks bound the extra memory
-                    logp = torch.log_softmax(
-                        out.student_logits.index_select(0, rows).float(), dim=-1
-                    )
-                    entropy = -(logp.exp() * logp).sum(-1)
-                    total += (entropy * out.completion_mask.index_select(0, rows)).sum()
-                value = total / out.completion_mask.sum().clamp(min=1.0)
+            value = mean_entropy(out.student_logits, out.completion_mask)
             self._metrics[mode]["entropy"].append(self.accelerator.gather(value).mean().item())
         return out
 
@@ -524,20 +556,57 @@ class CptSDPOTrainer(StageTrainerMixin, SDPOTrainer):
             batch["rollout_is_weights"] = self._rollout_weights(batch, self._rollout_logps)
         return batch
 
+    def _compute_rollout_logps(self, prompt_ids, prompt_mask, completion_ids, completion_mask):
+        # TRL's condition: old log-probabilities when a rollout batch makes several updates.
+        generate_every = self.args.steps_per_generation * self.num_iterations
+        if self.args.gradient_accumulation_steps % generate_every == 0:
+            return None
+        return self.completion_logps(prompt_ids, prompt_mask, completion_ids, completion_mask)
+
+    @torch.no_grad()
+    def completion_logps(
+        self,
+        prompt_ids: torch.Tensor,
+        prompt_mask: torch.Tensor,
+        completion_ids: torch.Tensor,
+        completion_mask: torch.Tensor,
+    ) -> torch.Tensor:
+        """The training model's temperature-scaled log-probability of each completion token
+        (padding positions hold no value to use), without gradient, in forwards of
+        `log_prob_batch_size` rows.
+
+        The log-probabilities come from TRL's fused LM head, tile by tile, without the
+        (rows, tokens, vocabulary) logits; the shared-prompt forward, which materialises them,
+        is for small vocabularies."""
+        rows = self.log_prob_batch_size or self.args.per_device_train_batch_size
+        input_ids = torch.cat([prompt_ids, completion_ids], dim=1)
+        attention_mask = torch.cat([prompt_mask, completion_mask], dim=1)
+        width = completion_ids.size(1)
+        pieces = []
+        for start in range(0, len(input_ids), rows):
+            ids, mask = input_ids[start : start + rows], attention_mask[start : start + rows]
+            if self.shares_prompts(self.model):
+                logits = self._forward_logits(self.model, ids, mask, width)
+                pieces.append(selective_log_softmax(logits, ids[:, -width:]))
+                continue
+            labels = ids.masked_fill(mask == 0, -100)
+            labels[:, :-width] = -100
+            with self.accelerator.autocast():
+                out = self.model(
+                    input_ids=ids, attention_mask=mask, labels=labels, fused_lm_head=True
+                )
+            pieces.append(out.log_probs[:, -width:])
+        return torch.cat(pieces)
+
     def _rollout_weights(self, batch, rollout_logps: list[list[float]]) -> torch.Tensor:
         """The batch's rollout importance weights, from the training model before the update
         (TRL's old log-probs when updates are off-policy, else a no-grad forward now)."""
         completion_ids, mask = batch["completion_ids"], batch["completion_mask"]
         train_logps = batch.get("old_per_token_logps")
         if train_logps is None:
-            with torch.no_grad():
-                logits = self._forward_logits(
-                    self.model,
-                    torch.cat([batch["prompt_ids"], completion_ids], dim=1),
-                    torch.cat([batch["prompt_mask"], mask], dim=1),
-                    completion_ids.size(1),
-                )
-                train_logps = selective_log_softmax(logits, completion_ids)
+            train_logps = self.completion_logps(
+                batch["prompt_ids"], batch["prompt_mask"], completion_ids, mask
+            )
         width = completion_ids.size(1)
         rollout = torch.full_like(train_logps, float("nan"))
         for i, row in enumerate(rollout_logps):

@@ -106,6 +106,11 @@ class TrainingSettings(SettingsSection):
         per_device_train_batch_size (`int` or `None`, *optional*, defaults to `None`):
             Completions per forward/backward per device; gradient accumulation covers the rest
             of the step's prompts_per_step * num_generations (None: the whole step at once).
+        log_prob_micro_batch_size_per_device (`int` or `None`, *optional*, defaults to `None`):
+            Completions per forward of the log-probabilities computed without gradient over a
+            rollout batch, per device (verl's `log_prob_micro_batch_size_per_gpu`): GRPO's old
+            and reference log-probabilities, SDPO's rollout importance weights and old
+            log-probabilities, the KL probe. None: per_device_train_batch_size's micro-batch.
         learning_rate (`float`, *optional*, defaults to `1e-5`):
             Peak learning rate.
         lr_scheduler_type (`str`, *optional*, defaults to `"constant_with_warmup"`):
@@ -222,6 +227,7 @@ class TrainingSettings(SettingsSection):
     prompts_per_step: int = 32
     num_generations: int = 8
     per_device_train_batch_size: int | None = None
+    log_prob_micro_batch_size_per_device: int | None = None
     learning_rate: float = 1.0e-5
     lr_scheduler_type: str = "constant_with_warmup"
     warmup_steps: int = 10

@@ -248,6 +248,8 @@ def build_trainer(
     reward = reward or VerifierReward(rows, workers=t.reward_workers, reuse=t.reuse_verdicts)
     reward.eos_token_id = tokenizer.eos_token_id  # the study's truncation test (rewards.py)
     reward.monitor = monitor
+    # Rows per no-grad log-probability forward over a rollout batch (and the probe).
+    log_prob_rows = t.log_prob_micro_batch_size_per_device or args.per_device_train_batch_size
     probe = None
     spec = t.kl_probe
     if spec.prompts > 0:
@@ -265,6 +267,7 @@ def build_trainer(
             seed=seed,
             every=spec.every,
             chat_template_kwargs=t.chat_template_kwargs,
+            rows_per_forward=log_prob_rows,
         )
     recorder = StageRecorder(
         log_path=Path(log_path) if log_path else state_dir / LOG,
@@ -309,6 +312,7 @@ def build_trainer(
         shared_prompt_forward=t.shared_prompt_forward,
         length_grouped_forward=t.length_grouped_forward,
         compact_generation=t.compact_generation,
+        log_prob_batch_size=log_prob_rows,
         **optimization,
         **grpo_only,
     )
