@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import types
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,7 @@ import torch
 from safetensors.torch import load_file
 from tiny_models import tiny_qwen3
 
-from cptlab.train.handoff import hands_on_masters, stored_in_fp32
+from cptlab.train.handoff import handed_on, hands_on_masters, stored_in_fp32
 
 pytestmark = pytest.mark.integration
 
@@ -112,8 +113,21 @@ def test_without_restoring_the_masters_start_from_the_bf16_rounding(start, tmp_p
     assert any(not torch.equal(masters[n], v) for n, v in handed.items())
 
 
-def test_a_float32_model_hands_on_its_own_weights() -> None:
-    model = tiny_qwen3(vocab_size=32)
-    assert not hands_on_masters("float32", model)
-    assert hands_on_masters("float32", model.to(torch.bfloat16))
-    assert not hands_on_masters("model", model)
+@pytest.mark.parametrize(
+    "precision, dtype, deepspeed, masters, said",
+    [
+        ("float32", torch.bfloat16, True, True, "float32 master weights"),
+        ("model", torch.bfloat16, True, False, "the model's bfloat16 weights"),
+        ("float32", torch.bfloat16, False, False, "the model's bfloat16 weights"),  # no masters
+        ("float32", torch.float32, True, False, "the model's float32 weights"),
+    ],
+)
+def test_what_a_stage_hands_on(precision, dtype, deepspeed, masters, said) -> None:
+    model = tiny_qwen3(vocab_size=32).to(dtype)
+    trainer = types.SimpleNamespace(
+        model=model,
+        is_deepspeed_enabled=deepspeed,
+        accelerator=types.SimpleNamespace(unwrap_model=lambda m: m),
+    )
+    assert hands_on_masters(precision, trainer) == masters
+    assert handed_on(precision, trainer) == said

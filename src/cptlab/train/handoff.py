@@ -12,7 +12,9 @@ two a stage hands on is a visible part of that update:
               (verl/workers/fsdp_workers.py:325-327) and its checkpoints' HF export writes them
               (verl/utils/checkpoint/fsdp_checkpoint_manager.py:303-348).
 
-A model trained in float32 has no separate masters: both hand on the same weights.
+A model trained in float32 has no separate masters, nor has a bf16 model trained without DeepSpeed
+(its optimizer updates the bf16 weights themselves): both settings then hand on the model's
+weights, and the stage's manifest says which it handed on (`handed_on`).
 """
 
 from __future__ import annotations
@@ -29,9 +31,21 @@ from cptlab.artifacts import atomic_write_text
 HANDOFF_PRECISIONS = ("model", "float32")
 
 
-def hands_on_masters(precision: str, model: torch.nn.Module) -> bool:
-    """Whether the stage saves fp32 masters that differ from the model's own weights."""
-    return precision == "float32" and next(model.parameters()).dtype != torch.float32
+def hands_on_masters(precision: str, trainer) -> bool:
+    """Whether the stage hands on fp32 masters that differ from the model's own weights: a
+    low-precision model under DeepSpeed, whose optimizer keeps them. Without DeepSpeed no masters
+    exist, and a bf16 model's own weights are all the stage has (the manifest's `handed_on`)."""
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    low_precision = next(model.parameters()).dtype != torch.float32
+    return precision == "float32" and low_precision and trainer.is_deepspeed_enabled
+
+
+def handed_on(precision: str, trainer) -> str:
+    """What the stage's weights are, for its manifest."""
+    if hands_on_masters(precision, trainer):
+        return "float32 master weights"
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    return f"the model's {str(next(model.parameters()).dtype).removeprefix('torch.')} weights"
 
 
 def master_state_dict(model: torch.nn.Module, skip: set[str]) -> dict[str, torch.Tensor]:

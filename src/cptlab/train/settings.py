@@ -157,8 +157,8 @@ class TrainingSettings(SettingsSection):
             master weights, saved in fp32, and the next stage's masters start from them, as
             verl's actor keeps fp32 parameters and exports them. `model`: the model's own
             weights (bf16 with dtype bfloat16), the masters dropped, as verl's model merger
-            exports bf16. The same weights for a float32 model. A bf16 model needs
-            `deepspeed` for `float32` (no masters otherwise).
+            exports bf16. The same weights for a float32 model, and for a bf16 model trained
+            without `deepspeed` (no masters exist); the stage manifest's `handed_on` says which.
         gradient_checkpointing (`bool`, *optional*, defaults to `False`):
             Recompute activations in the backward pass (saves memory, costs time).
         deepspeed (`str` or `None`, *optional*, defaults to `None`):

@@ -37,6 +37,7 @@ from cptlab.train.distributed import gathered_parameters
 from cptlab.train.grpo import CptGRPOTrainer, grpo_args
 from cptlab.train.handoff import (
     RestoreMasterWeights,
+    handed_on,
     hands_on_masters,
     master_state_dict,
     save_fp32,
@@ -228,11 +229,6 @@ def build_trainer(
     if t.attn_implementation:
         init["attn_implementation"] = t.attn_implementation
     model = load_model(start, **init)
-    if hands_on_masters(t.handoff_precision, model) and not deepspeed:
-        raise ConfigError(
-            "training.handoff_precision float32 hands on DeepSpeed's fp32 master weights: a "
-            f"{t.dtype} model trains without them unless training.deepspeed is set"
-        )
     monitor = CollapseMonitor.from_settings(t.collapse)
     indices = stage_row_indices(
         len(rows),
@@ -371,14 +367,13 @@ def _file_digest(path: Path) -> str | None:
 
 
 def export_weights(
-    source: str | Path, out: Path, model: torch.nn.Module, precision: str = "model"
+    source: str | Path, out: Path, model: torch.nn.Module, masters: bool = False
 ) -> None:
     """Copy a checkpoint's model files (or load and save a hub model) into `out`. A trainer
-    checkpoint of a stage that hands on its fp32 masters (`hands_on_masters`) gives those, from
-    its DeepSpeed state."""
+    checkpoint of a stage that hands on its fp32 masters (`masters`: `hands_on_masters`) gives
+    those, from its DeepSpeed state."""
     source_path = Path(source)
-    zero_state = sorted(source_path.glob("global_step*"))
-    if zero_state and hands_on_masters(precision, model):
+    if masters and any(source_path.glob("global_step*")):
         from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
 
         masters = get_fp32_state_dict_from_zero_checkpoint(str(source_path))
@@ -542,13 +537,13 @@ def run_stage(
     # ranks would train a different model on each): their digests go into the manifest.
     ranks = None if finished else gather_object([_rank_digests(trainer)])
     weights_step = steps_done
-    precision = settings.training.handoff_precision
+    masters = hands_on_masters(settings.training.handoff_precision, trainer)
     model = trainer.accelerator.unwrap_model(trainer.model)
     if finished:
         if state.is_main_process:
-            export_weights(resume, out, model, precision)
+            export_weights(resume, out, model, masters)
     elif stopped is None:
-        if hands_on_masters(precision, model):
+        if masters:
             masters = master_state_dict(model, skip=tied_copies(model))  # every process gathers
             if state.is_main_process:
                 save_fp32(model, masters, out)
@@ -559,7 +554,7 @@ def run_stage(
         good = [s for s in saved if s <= stopped["last_ok_step"]]
         weights_step = max(good) if good else 0
         source = state_dir / f"checkpoint-{weights_step}" if good else start
-        export_weights(source, out, model, precision)
+        export_weights(source, out, model, masters)
     state.wait_for_everyone()
     return StageRun(
         trainer, resume, finished, steps_done, weights_step, stopped, ranks, train_seconds
@@ -609,6 +604,7 @@ def write_stage_manifest(
         "steps_done": steps_done // settings.updates,
         "optimizer_steps_done": steps_done,
         "weights_step": run.weights_step,
+        "handed_on": handed_on(settings.training.handoff_precision, trainer),
         "resumed_from": run.resume.name if run.resume else None,
         "prompts": {"rows": rows.read, "used": len(rows.rows)},
         "replay": {
@@ -692,8 +688,7 @@ def train_stage(
         callbacks,
         replay_rows=rows.replay_rows,
     )
-    model = trainer.accelerator.unwrap_model(trainer.model)
-    if resume is None and hands_on_masters(settings.training.handoff_precision, model):
+    if resume is None and hands_on_masters(settings.training.handoff_precision, trainer):
         if stored_in_fp32(start):  # the previous stage's fp32 masters
             trainer.add_callback(RestoreMasterWeights(trainer, start))
     run = run_stage(settings, trainer, state, resume, start, state_dir, out)
