@@ -17,8 +17,11 @@ PLACEHOLDERS = [
     "no such file or folder",
     "data.options.toolalpaca_test.path: /shared/data/ToolAlpaca/data/eval_simulated.json: "
     "no such file or folder",
+    "data.options.bfcl_multiple.path: /shared/data/gorilla/berkeley-function-call-leaderboard/"
+    "bfcl_eval/data: no such file or folder",
     "base.path: Qwen/Qwen3-4B: not a folder and not in the local HF cache",
 ]
+BASE = PLACEHOLDERS[-1]
 
 
 @pytest.fixture(autouse=True)
@@ -46,10 +49,10 @@ def test_the_base_is_read_until_its_evaluations_and_every_first_stage_are_done(t
     for path in done[:-1]:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.touch()
-    assert PLACEHOLDERS[2] in missing_paths(PAPER, layout)
+    assert BASE in missing_paths(PAPER, layout)
     done[-1].parent.mkdir(parents=True, exist_ok=True)
     done[-1].touch()
-    assert PLACEHOLDERS[2] not in missing_paths(PAPER, layout)
+    assert BASE not in missing_paths(PAPER, layout)
 
 
 def test_each_file_of_a_list_is_checked(tmp_path):
@@ -59,7 +62,7 @@ def test_each_file_of_a_list_is_checked(tmp_path):
     config = {**PAPER, "data": {**PAPER["data"], "options": options}}
     assert missing_paths(config, Layout.of(config, tmp_path)) == [
         f"data.options.toolalpaca_train.path: {tmp_path / 'more.jsonl'}: no such file or folder",
-        PLACEHOLDERS[2],
+        BASE,
     ]
 
 
@@ -67,13 +70,13 @@ def test_a_base_in_a_local_folder_or_the_hub_cache_is_found(tmp_path, monkeypatc
     folder = tmp_path / "qwen3"
     folder.mkdir()
     config = {**PAPER, "base": {**PAPER["base"], "path": str(folder)}}
-    assert missing_paths(config, Layout.of(config, tmp_path)) == PLACEHOLDERS[:2]
+    assert missing_paths(config, Layout.of(config, tmp_path)) == PLACEHOLDERS[:-1]
     snapshot = tmp_path / "hub" / "models--Qwen--Qwen3-4B" / "snapshots" / ("0" * 40)
     snapshot.mkdir(parents=True)
     (snapshot / "config.json").write_text("{}")
     (snapshot.parents[1] / "refs").mkdir()
     (snapshot.parents[1] / "refs" / "main").write_text("0" * 40)
-    assert missing_paths(PAPER, Layout.of(PAPER, tmp_path)) == PLACEHOLDERS[:2]
+    assert missing_paths(PAPER, Layout.of(PAPER, tmp_path)) == PLACEHOLDERS[:-1]
 
 
 def test_partitions_are_checked_against_the_clusters():

@@ -1,0 +1,232 @@
+"""The study's hub datasets read as on a cluster: from a hub cache that `cptlab fetch-data`
+filled, offline, through `huggingface_hub` and `datasets` themselves (nothing mocked).
+
+tests/hub_layout.py lays out the cache as `huggingface_hub` writes it, with each repository in
+its real layout (file names, formats, README configs, LiveCodeBench's loading script) at the
+commit the registry pins. The loaders read it with HF_HUB_OFFLINE=1.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hub_layout import (
+    HUB_BENCHMARKS,
+    HubCache,
+    fixture_rows,
+    gpqa_files,
+    lcb_files,
+    math_ai_files,
+    mmlu_redux_files,
+    offline,
+    study_hub,
+)
+
+import cptlab.domains.paper as paper
+from cptlab.domains.paper import code, knowledge, math, science
+from cptlab.domains.paper.hub import COMMIT
+from cptlab.domains.registry import get_benchmark, load_benchmark
+from cptlab.errors import InputError
+from cptlab.verifiers import score
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "tests" / "fixtures" / "paper"
+
+
+@pytest.fixture
+def hub(tmp_path, monkeypatch) -> tuple[HubCache, dict]:
+    """The study's repositories in an offline hub cache; the revisions a config must give."""
+    cache = HubCache(tmp_path / "hub")
+    revisions = study_hub(cache)
+    offline(monkeypatch, cache)
+    return cache, revisions
+
+
+def load(name: str, tmp_path: Path, revisions: dict, **options) -> list[dict]:
+    if name in revisions:
+        options.setdefault("revision", revisions[name])
+    return load_benchmark(name, cache_dir=str(tmp_path / "datasets"), **options)
+
+
+def content(rows: list[dict]) -> list[tuple]:
+    """What a row says, apart from where it was read from (ids and source labels differ)."""
+    return [(json.dumps(r["prompt"]), r["answer"]) for r in rows]
+
+
+# ----- the registry's sources ----------------------------------------------------------------
+
+
+def test_every_hub_source_has_a_commit_or_the_config_must_give_one() -> None:
+    unpinned = set()
+    for benchmark in paper.PAPER_BENCHMARKS:
+        for repo, revision in benchmark.loader.source.repos():
+            if revision is None:
+                unpinned.add(repo)
+            else:
+                assert COMMIT.fullmatch(revision), (benchmark.name, repo, revision)
+    # No commit of these two could be verified (docs/data.md): the config names one.
+    assert unpinned == {math.MATH500_HUB, "allenai/ZebraLogicBench-private"}
+    gated = {b.loader.source.hub for b in paper.PAPER_BENCHMARKS if b.loader.source.gated}
+    assert gated == {science.GPQA_HUB, "allenai/ZebraLogicBench-private"}
+    # The study's sources (Moenupa/SDPO-CL, data/format/math.py, data/utils/livecodebench.py).
+    assert get_benchmark("math500").loader.source.hub == "math-ai/math500"
+    assert get_benchmark("aime").loader.source.hub == ("math-ai/aime24", "math-ai/aime25")
+    assert get_benchmark("livecodebench").loader.source.files == code.LCB_HUB_FILES
+
+
+# ----- each hub loader on its repository's layout ----------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(HUB_BENCHMARKS))
+def test_hub_benchmarks_read_their_snapshot_offline(name, hub, tmp_path) -> None:
+    _, revisions = hub
+    rows = load(name, tmp_path, revisions)
+    assert rows, name
+    fixture = HUB_BENCHMARKS[name]
+    if fixture is not None:  # the same rows from a local copy: the same prompts and answers
+        local = load_benchmark(name, path=str(FIXTURES / fixture))
+        assert content(rows) == content(local)
+
+
+def test_livecodebench_reads_its_files_beside_its_loading_script(hub, tmp_path) -> None:
+    """The repository holds code_generation_lite.py, which `datasets` 5.2.0 refuses: its six
+    release files are read from the snapshot, every one of them."""
+    _, revisions = hub
+    rows = {r["id"]: r for r in load("livecodebench", tmp_path, revisions)}
+    assert set(rows) == {"livecodebench-abc300_a", "livecodebench-abc390_a",
+                         "livecodebench-2063A", "livecodebench-3781"}  # fmt: skip
+    assert rows["livecodebench-abc390_a"]["metadata"]["tests"][0] == {
+        "input": "10 20\n",
+        "output": "30\n",
+    }
+    window = load("livecodebench", tmp_path, revisions, **code.LCB_STUDY_WINDOW)
+    assert {r["id"] for r in window} == {"livecodebench-abc390_a", "livecodebench-3781"}
+
+
+def test_datasets_refuses_the_livecodebench_repository(tmp_path) -> None:
+    """Why the files are read directly: a folder named as the repository, holding its script,
+    is refused whatever data_files are given (datasets/load.py, dataset_module_factory)."""
+    import datasets
+
+    folder = tmp_path / "code_generation_lite"
+    for relative, text in lcb_files().items():
+        (folder / relative).parent.mkdir(parents=True, exist_ok=True)
+        (folder / relative).write_text(text)
+    with pytest.raises(RuntimeError, match="Dataset scripts are no longer supported, but found "
+                       "code_generation_lite.py"):  # fmt: skip
+        datasets.load_dataset(str(folder), data_files=list(code.LCB_HUB_FILES), split="train")
+
+
+def test_gpqa_keeps_repeated_and_spaced_options(hub, tmp_path) -> None:
+    _, revisions = hub
+    rows = {r["id"]: r for r in load("gpqa_diamond", tmp_path, revisions, option_seed=42)}
+    repeated = rows["gpqa_diamond-recRepeatOpt01"]
+    assert sorted(repeated["metadata"]["options"]) == ["1/2", "1/3", "1/3", "2"]
+    spaced = rows["gpqa_diamond-recSpacedOpt02"]
+    assert sorted(spaced["metadata"]["options"]) == [" benzoic acid", " toluene ", "benzene",
+                                                     "phenol "]  # fmt: skip
+    assert spaced["metadata"]["options"]["ABCD".index(spaced["answer"])] == " benzoic acid"
+    for row in (repeated, spaced):
+        verifier = get_benchmark("gpqa_diamond").verifier
+        assert score(verifier, f"So \\boxed{{{row['answer']}}}", row).reward == 1.0
+
+
+def test_dolci_single_test_opening_with_a_class_is_a_test(hub, tmp_path) -> None:
+    _, revisions = hub
+    rows = load("dolci_code_train", tmp_path, revisions, holdout=None)
+    row = next(r for r in rows if r["id"] == "dolci_code_train-code-class-7")
+    (test,) = row["metadata"]["tests"]
+    assert test.startswith("class Counter:") and "assert count_up(c) == 2" in test
+    # The study's reward runs a row's tests as one script (paper.yaml: data.rewards: study).
+    verifier = get_benchmark("dolci_code_train").verifier_for("study")
+    solution = "def count_up(c):\n    c.n += 1\n    return c.n\n"
+    assert score(verifier, f"```python\n{solution}```", row).reward == 1.0
+    assert score(verifier, "```python\ndef count_up(c):\n    return 0\n```", row).reward == 0.0
+
+
+def test_mmlu_redux_fix_keeps_rows_whose_correct_answer_is_empty(tmp_path, monkeypatch) -> None:
+    cache = HubCache(tmp_path / "hub")
+    template = {"question": "Which bone is the longest?", "choices": ["Humerus", "Femur",
+                "Tibia", "Radius"], "answer": 0, "error_type": "wrong_groundtruth",
+                "source": "mmlu", "potential_reason": ""}  # fmt: skip
+    extra = {"anatomy": [{**template, "correct_answer": "B"},
+                         {**template, "correct_answer": ""},
+                         {**template, "correct_answer": None}]}  # fmt: skip
+    cache.add(knowledge.MMLU_REDUX_HUB, knowledge.MMLU_REDUX_REVISION, mmlu_redux_files(extra))
+    offline(monkeypatch, cache)
+    rows = load("mmlu_redux", tmp_path, {}, fix_wrong_groundtruth=True, subjects=["anatomy"])
+    fixed = [r for r in rows if r["metadata"]["error_type"] == "wrong_groundtruth"]
+    # The fixture's own row (correct_answer "A"), then the three above.
+    assert [(r["answer"], r["metadata"]["answer_from"]) for r in fixed] == [
+        ("A", "correct_answer"),
+        ("B", "correct_answer"),
+        ("A", "answer"),
+        ("A", "answer"),
+    ]
+
+
+def test_a_path_may_name_another_hub_repository_at_a_commit(hub, tmp_path) -> None:
+    cache, revisions = hub
+    cache.add("someone/gpqa-copy", "9" * 40, gpqa_files())
+    with pytest.raises(InputError, match="hub repository someone/gpqa-copy needs a commit"):
+        load_benchmark("gpqa_diamond", path="someone/gpqa-copy")
+    rows = load("gpqa_diamond", tmp_path, revisions, path="someone/gpqa-copy", revision="9" * 40)
+    assert len(rows) == 5
+    # MATH-500's other source, at the commit public code pins, in place of the study's.
+    h4 = math_ai_files("MATH-500", fixture_rows("math500/test.jsonl"))
+    cache.add(math.MATH500_H4_HUB, math.MATH500_H4_REVISION, h4)
+    other = load("math500", tmp_path, {}, path=math.MATH500_H4_HUB,
+                 revision=math.MATH500_H4_REVISION)  # fmt: skip
+    assert content(other) == content(load("math500", tmp_path, revisions))
+
+
+# ----- revisions -------------------------------------------------------------------------------
+
+
+def test_a_revision_option_reads_another_commit_and_refs_resolve(hub, tmp_path) -> None:
+    cache, revisions = hub
+    other = "a" * 40
+    files = gpqa_files()
+    files["gpqa_diamond.csv"] = "".join(files["gpqa_diamond.csv"].splitlines(True)[:2])
+    cache.add(science.GPQA_HUB, other, files, ("refs/pr/3",))
+    assert len(load("gpqa_diamond", tmp_path, revisions)) == 5
+    assert len(load("gpqa_diamond", tmp_path, revisions, revision=other)) == 1
+    assert len(load("gpqa_diamond", tmp_path, revisions, revision="refs/pr/3")) == 1
+    # The study's LiveCodeBench ref, refs/pr/6, resolved through the cache's refs/.
+    cache.add(code.LCB_HUB, "b" * 40, lcb_files(), ("refs/pr/6",))
+    assert len(load("livecodebench", tmp_path, revisions, revision="refs/pr/6")) == 4
+    aime = {"math-ai/aime24": math.AIME_REVISIONS[0], "math-ai/aime25": math.AIME_REVISIONS[1]}
+    assert len(load("aime", tmp_path, revisions, revision=aime)) == 6
+    with pytest.raises(InputError, match=r"aime: 2 hub repositories: give data.options.aime"):
+        load("aime", tmp_path, revisions, revision="c" * 40)
+
+
+def test_a_source_without_a_commit_is_an_error_naming_the_key(hub, tmp_path) -> None:
+    for name, repo in (("math500", "math-ai/math500"),
+                       ("zebralogic", "allenai/ZebraLogicBench-private")):  # fmt: skip
+        with pytest.raises(InputError, match=rf"^{name}: no commit of {repo} is pinned in cptlab"
+                           rf".*data.options.{name}.revision"):  # fmt: skip
+            load_benchmark(name)
+
+
+def test_a_snapshot_missing_from_the_cache_names_fetch_data(hub, tmp_path) -> None:
+    _, revisions = hub
+    missing = "d" * 40
+    with pytest.raises(
+        InputError,
+        match=rf"gpqa_diamond: Idavidrein/gpqa@{missing} is not in "
+        r"the HF cache and the hub cannot be reached: run `cptlab fetch-data",
+    ):
+        load("gpqa_diamond", tmp_path, revisions, revision=missing)
+
+
+def test_a_snapshot_without_a_file_it_reads_is_named(hub, tmp_path) -> None:
+    cache, revisions = hub
+    files = lcb_files()
+    del files["test6.jsonl"]
+    cache.add(code.LCB_HUB, "e" * 40, files)
+    with pytest.raises(InputError, match=r"livecodebench: .*@e{40} has no test6.jsonl in its "
+                       r"snapshot"):  # fmt: skip
+        load("livecodebench", tmp_path, revisions, revision="e" * 40)
