@@ -3,15 +3,20 @@ filled, offline, through `huggingface_hub` and `datasets` themselves (nothing mo
 
 tests/hub_layout.py lays out the cache as `huggingface_hub` writes it, with each repository in
 its real layout (file names, formats, README configs, LiveCodeBench's loading script) at the
-commit the registry pins. The loaders read it with HF_HUB_OFFLINE=1.
+commit the registry pins. The loaders read it with HF_HUB_OFFLINE=1; `prepare-data` reads it
+in a process of its own, with the environment a compute node has.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from hub_layout import (
     HUB_BENCHMARKS,
     HubCache,
@@ -230,3 +235,113 @@ def test_a_snapshot_without_a_file_it_reads_is_named(hub, tmp_path) -> None:
     with pytest.raises(InputError, match=r"livecodebench: .*@e{40} has no test6.jsonl in its "
                        r"snapshot"):  # fmt: skip
         load("livecodebench", tmp_path, revisions, revision="e" * 40)
+
+
+# ----- prepare-data as a cluster's compute node runs it ----------------------------------------
+
+
+def offline_config(tmp_path: Path, revisions: dict, **options) -> Path:
+    data_options = {name: {"revision": rev} for name, rev in revisions.items()}
+    for name, more in options.items():
+        data_options.setdefault(name, {}).update(more)
+    config = {"extends": str(ROOT / "config" / "paper.yaml"), "data": {"options": data_options}}
+    path = tmp_path / "offline.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def cptlab(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    environment = {**os.environ, "HF_HUB_CACHE": str(tmp_path / "hub"),
+                   "HF_DATASETS_CACHE": str(tmp_path / "datasets"), **env}  # fmt: skip
+    for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):
+        if name not in env:
+            environment.pop(name, None)
+    return subprocess.run([sys.executable, "-m", "cptlab", *args], env=environment, cwd=ROOT,
+                          capture_output=True, text=True)  # fmt: skip
+
+
+def prepare(tmp_path: Path, config: Path, name: str) -> subprocess.CompletedProcess:
+    """`cptlab prepare-data` as a compute node runs it: offline, from the HF cache."""
+    out = tmp_path / "data" / f"{name}.jsonl"
+    return cptlab(tmp_path, "prepare-data", "--config", str(config), "--benchmark", name,
+                  "--out", str(out), HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")  # fmt: skip
+
+
+@pytest.mark.integration
+def test_prepare_data_reads_the_cache_offline_and_checks_the_count(tmp_path) -> None:
+    cache = HubCache(tmp_path / "hub")
+    revisions = study_hub(cache)
+    config = offline_config(tmp_path, revisions)
+    done = prepare(tmp_path, config, "livecodebench")
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(line) for line in (tmp_path / "data" / "livecodebench.jsonl").open()]
+    assert {r["id"] for r in rows} == {"livecodebench-abc390_a", "livecodebench-3781"}
+    assert "livecodebench: 2 rows, expected 1-175 (published: none for the study's window" in (
+        done.stderr
+    )
+    # The fixture's 5 GPQA questions are not the published 198: the run stops, one line.
+    stopped = prepare(tmp_path, config, "gpqa_diamond")
+    assert stopped.returncode == 2
+    (line,) = [ln for ln in stopped.stderr.splitlines() if ln.startswith("cptlab prepare-data")]
+    assert line.startswith(
+        "cptlab prepare-data: error: gpqa_diamond: 5 rows, expected 198 (published 198: "
+        "GPQA-Diamond (Rein et al. 2023)): outside the expected range"
+    )
+    assert not (tmp_path / "data" / "gpqa_diamond.jsonl").exists()
+
+
+# ----- counts that stop a bad run --------------------------------------------------------------
+
+
+def paper_config(**options) -> dict:
+    from cptlab.validation import load_config
+
+    return load_config(ROOT / "config" / "paper.yaml", {"data": {"options": options}})
+
+
+def test_a_count_outside_the_published_range_stops_prepare_data(tmp_path, caplog) -> None:
+    """AIME's fixture holds 6 of the published 60 problems: the run stops with one line; a
+    count the config states, a cap or no check let it through, each said in the log."""
+    from cptlab.domains.prepare import prepare_benchmark
+
+    out = tmp_path / "aime.jsonl"
+    fixture = {"path": str(FIXTURES / "aime")}
+    with pytest.raises(InputError) as stopped:
+        prepare_benchmark(paper_config(aime=fixture), "aime", out)
+    assert str(stopped.value) == (
+        "aime: 6 rows, expected 60 (published 60: AIME 2024 I+II and 2025 I+II, 30 problems "
+        "a year): outside the expected range; check the source and its revision, or set "
+        "data.options.aime.expected_rows"
+    )
+    assert not out.exists()
+    cases = {
+        "aime: 6 rows, expected 6 (data.options.aime.expected_rows)": {"expected_rows": [6, 6]},
+        "aime: 6 rows, unchecked (data.options.aime.expected_rows: null)": {"expected_rows": None},
+    }
+    with caplog.at_level("INFO", logger="cptlab.domains.prepare"):
+        for line, more in cases.items():
+            assert prepare_benchmark(paper_config(aime={**fixture, **more}), "aime", out) == 6
+            assert line in caplog.messages
+        capped = paper_config(aime=fixture)
+        capped["data"]["sizes"] = {"id": 4}
+        assert prepare_benchmark(capped, "aime", out) == 4
+    assert (
+        "aime: 4 rows, expected 4 (published 60: AIME 2024 I+II and 2025 I+II, 30 problems a "
+        "year, first 4 (data.sizes))"
+    ) in caplog.messages
+    with pytest.raises(InputError, match=r"expected_rows: \[9, 2\] is not \[low, high\]"):
+        prepare_benchmark(paper_config(aime={**fixture, "expected_rows": [9, 2]}), "aime", out)
+
+
+def test_a_count_holds_for_the_options_it_was_published_for() -> None:
+    from cptlab.domains.prepare import published_rows
+
+    assert published_rows("mmlu_redux", {}).rows == 5330
+    fixed = published_rows("mmlu_redux", {"fix_wrong_groundtruth": True})
+    assert (fixed.low, fixed.high, fixed.rows) == (5330, 5700, None)
+    assert published_rows("mmlu_redux", {"subjects": ["anatomy"]}) is None
+    assert published_rows("livecodebench", {}).rows == 1055
+    window = published_rows("livecodebench", dict(code.LCB_STUDY_WINDOW))
+    assert (window.low, window.high) == (1, 175)
+    assert published_rows("livecodebench", {"start_date": "2024-01-01"}) is None
+    assert published_rows("math_id", {}) is None  # a synthetic benchmark: nothing published

@@ -3,7 +3,8 @@
 registry.py  Benchmark, the registry (BENCHMARKS) and how an entry is loaded
 embedded/    the synthetic testbed: its domains, registered by `register_domain`
 paper/       the study's datasets: one `Recipe` per split, run by one pipeline
-prepare.py   `cptlab prepare-data`: one benchmark as a validated JSONL file
+prepare.py   `cptlab prepare-data`: one benchmark as a validated JSONL file, its row count checked
+             against the published one
 cli.py       the `prepare-data` subcommand
 
 Adding a benchmark is adding an entry (docs/extending.md).
