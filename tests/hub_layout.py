@@ -19,6 +19,8 @@ import hashlib
 import io
 import json
 import os
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pyarrow as pa
@@ -319,9 +321,10 @@ MATH500_COMMIT = "5" * 40
 ZEBRA_COMMIT = "7" * 40
 
 
-def study_hub(cache: HubCache) -> dict[str, str]:
+def study_hub(cache: HubCache | LoopbackHub) -> dict[str, str]:
     """Every repository of the paper config's hub benchmarks at the commit the registry pins
-    (or the ones above), with `main` pointing to it; returns the revisions a config must give."""
+    (or the ones above), with `main` pointing to it, in a hub cache or a loopback hub; returns
+    the revisions a config must give."""
     aime24, aime25 = math.AIME_REVISIONS
     cache.add(
         "math-ai/aime24",
@@ -370,3 +373,113 @@ HUB_BENCHMARKS = {
     "mmlu_redux": None,
 }
 assert {b.name for b in paper.PAPER_BENCHMARKS if b.loader.source.hub} == set(HUB_BENCHMARKS)
+
+
+# ----- a hub on the loopback interface, for `cptlab fetch-data` -----------------------------
+
+
+class LoopbackHub:
+    """The few endpoints of the Hugging Face hub that `huggingface_hub`'s `auth_check`,
+    `dataset_info` and `snapshot_download` call, serving repositories from memory on
+    127.0.0.1 (``HF_ENDPOINT`` points a process at it). `gated` repositories answer 403 with
+    the hub's ``X-Error-Code: GatedRepo``, as for a token whose account has not accepted their
+    terms."""
+
+    def __init__(self) -> None:
+        self.commits: dict[str, dict[str, dict[str, bytes]]] = {}  # repo -> commit -> files
+        self.refs: dict[str, dict[str, str]] = {}  # repo -> ref -> commit
+        self.gated: set[str] = set()
+        self.requests: list[str] = []
+
+    def add(self, repo: str, commit: str, files: dict[str, bytes | str], refs=("main",)) -> None:
+        data = {k: v.encode() if isinstance(v, str) else v for k, v in files.items()}
+        self.commits.setdefault(repo, {})[commit] = data
+        for ref in refs:
+            self.refs.setdefault(repo, {})[ref] = commit
+
+    def commit(self, repo: str, revision: str) -> str | None:
+        if revision in self.commits.get(repo, {}):
+            return revision
+        return self.refs.get(repo, {}).get(revision)
+
+    def __enter__(self) -> str:
+        hub = self
+
+        class Handler(_HubHandler):
+            state = hub
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def __exit__(self, *exc) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class _HubHandler(BaseHTTPRequestHandler):
+    state: LoopbackHub
+
+    def log_message(self, *args) -> None:  # quiet
+        pass
+
+    def _send(self, status: int, body: bytes = b"", headers: dict | None = None) -> None:
+        self.send_response(status)
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def _json(self, value) -> None:
+        self._send(200, json.dumps(value).encode(), {"Content-Type": "application/json"})
+
+    def _missing(self, code: str = "EntryNotFound") -> None:
+        self._send(404, b"{}", {"X-Error-Code": code, "Content-Type": "application/json"})
+
+    def do_HEAD(self) -> None:
+        self.do_GET()
+
+    def do_GET(self) -> None:
+        from urllib.parse import unquote, urlparse
+
+        hub = self.state
+        hub.requests.append(f"{self.command} {self.path}")
+        parts = [unquote(p) for p in urlparse(self.path).path.strip("/").split("/")]
+        if parts[:2] == ["api", "datasets"] and len(parts) >= 4:
+            repo, rest = f"{parts[2]}/{parts[3]}", parts[4:]
+            if repo not in hub.commits:
+                return self._missing("RepoNotFound")
+            if rest == ["auth-check"]:
+                if repo in hub.gated:
+                    return self._send(403, b"{}", {"X-Error-Code": "GatedRepo"})
+                return self._json({})
+            if not rest or rest[0] == "revision":
+                commit = hub.commit(repo, "/".join(rest[1:]) or "main")
+                if commit is None:
+                    return self._missing("RevisionNotFound")
+                return self._json({"id": repo, "sha": commit, "gated": repo in hub.gated})
+            if rest[0] == "tree":
+                commit = hub.commit(repo, rest[1])
+                if commit is None:
+                    return self._missing("RevisionNotFound")
+                files = hub.commits[repo][commit]
+                return self._json([
+                    {"type": "file", "path": path, "size": len(data),
+                     "oid": hashlib.sha1(data).hexdigest()}
+                    for path, data in sorted(files.items())
+                ])  # fmt: skip
+        if parts[:1] == ["datasets"] and len(parts) >= 6 and parts[3] == "resolve":
+            repo, revision, path = f"{parts[1]}/{parts[2]}", parts[4], "/".join(parts[5:])
+            commit = hub.commit(repo, revision) if repo in hub.commits else None
+            if commit is None:
+                return self._missing("RevisionNotFound")
+            if repo in hub.gated:
+                return self._send(403, b"{}", {"X-Error-Code": "GatedRepo"})
+            data = hub.commits[repo][commit].get(path)
+            if data is None:
+                return self._missing()
+            etag = '"' + hashlib.sha256(data).hexdigest() + '"'
+            return self._send(200, data, {"X-Repo-Commit": commit, "ETag": etag})
+        self._missing()

@@ -20,6 +20,7 @@ import yaml
 from hub_layout import (
     HUB_BENCHMARKS,
     HubCache,
+    LoopbackHub,
     fixture_rows,
     gpqa_files,
     lcb_files,
@@ -345,3 +346,58 @@ def test_a_count_holds_for_the_options_it_was_published_for() -> None:
     assert (window.low, window.high) == (1, 175)
     assert published_rows("livecodebench", {"start_date": "2024-01-01"}) is None
     assert published_rows("math_id", {}) is None  # a synthetic benchmark: nothing published
+
+
+# ----- fetch-data's sources ----------------------------------------------------------------------
+
+
+def test_fetch_data_reads_each_hub_repository_once_and_no_local_path() -> None:
+    from cptlab.domains.fetch import hub_sources
+
+    config = paper_config(gpqa_diamond={"path": str(FIXTURES / "gpqa_diamond")},
+                          livecodebench={"revision": "refs/pr/6"})  # fmt: skip
+    sources = {s.repo: s for s in hub_sources(config)}
+    assert science.GPQA_HUB not in sources  # read from a local path
+    assert [s.benchmark for s in hub_sources(config)].count("dolci_code_train") == 1
+    assert "dolci_code_test" not in {s.benchmark for s in hub_sources(config)}  # same repository
+    lcb = sources[code.LCB_HUB]
+    assert (lcb.revision, lcb.pinned, lcb.patterns) == (
+        "refs/pr/6",
+        False,
+        ["README.md", *code.LCB_HUB_FILES],
+    )
+    assert sources["allenai/ZebraLogicBench-private"].revision is None
+    assert {"math-ai/aime24", "math-ai/aime25", knowledge.MMLU_REDUX_HUB} <= set(sources)
+
+
+@pytest.mark.integration
+def test_fetch_data_names_what_it_cannot_fetch_then_prepare_data_runs_offline(tmp_path) -> None:
+    """`cptlab fetch-data` against a hub on the loopback interface (real `huggingface_hub`
+    calls): the gated repository the token cannot read and the source with no commit are named
+    first, one line each; every other snapshot lands in the cache, from which `prepare-data`
+    then reads offline."""
+    hub = LoopbackHub()
+    revisions = study_hub(hub)
+    hub.gated.add(science.GPQA_HUB)
+    config = offline_config(tmp_path, {"math500": revisions["math500"]})
+    with hub as endpoint:
+        fetched = cptlab(tmp_path, "fetch-data", "--config", str(config), HF_ENDPOINT=endpoint)
+    assert fetched.returncode == 2, fetched.stderr
+    lines = fetched.stdout.splitlines()
+    assert lines[:2] == [
+        "gpqa_diamond: Idavidrein/gpqa is gated: accept its terms at "
+        "https://huggingface.co/datasets/Idavidrein/gpqa with the account of your token "
+        "(HF_TOKEN or `hf auth login`)",
+        "zebralogic: no commit of allenai/ZebraLogicBench-private is pinned in cptlab: set "
+        f"data.options.zebralogic.revision (its main is at {revisions['zebralogic']})",
+    ]
+    assert f"livecodebench: livecodebench/code_generation_lite@{code.LCB_REVISION} -> " in (
+        fetched.stdout
+    )
+    assert "cptlab fetch-data: error: 2 hub source(s) cannot be fetched (named above)" in (
+        fetched.stderr
+    )
+    assert "HTTP Request" not in fetched.stderr
+    done = prepare(tmp_path, config, "livecodebench")
+    assert done.returncode == 0, done.stderr
+    assert len((tmp_path / "data" / "livecodebench.jsonl").read_text().splitlines()) == 2

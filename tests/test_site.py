@@ -1,5 +1,6 @@
-"""A config's placeholders are named before the first job (cptlab.site): its data files, its base
-and its SLURM partitions, as far as the rest of the run still needs them."""
+"""A config's placeholders are named before the first job (cptlab.site): its data files, the hub
+commits cptlab cannot pin, its base and its SLURM partitions, as far as the rest of the run still
+needs them."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import pytest
 from workflow_helpers import ROOT, SMOKE, copy_workflow, edited_config, snakemake
 
 from cptlab.layout import Layout
-from cptlab.site import missing_paths, site_problems, unknown_partitions
+from cptlab.site import missing_paths, missing_revisions, site_problems, unknown_partitions
 from cptlab.validation import load_config
 
 PAPER = load_config(ROOT / "config" / "paper.yaml")
@@ -22,6 +23,13 @@ PLACEHOLDERS = [
     "base.path: Qwen/Qwen3-4B: not a folder and not in the local HF cache",
 ]
 BASE = PLACEHOLDERS[-1]
+# The hub datasets whose commit cptlab could not verify: the config must name one.
+REVISIONS = [
+    f"data.options.{name}.revision: no commit of {repo} is pinned in cptlab: set one "
+    "(`cptlab fetch-data --config <file>` prints the commit main is at)"
+    for name, repo in (("math500", "math-ai/math500"),
+                       ("zebralogic", "allenai/ZebraLogicBench-private"))
+]  # fmt: skip
 
 
 @pytest.fixture(autouse=True)
@@ -79,6 +87,20 @@ def test_a_base_in_a_local_folder_or_the_hub_cache_is_found(tmp_path, monkeypatc
     assert missing_paths(PAPER, Layout.of(PAPER, tmp_path)) == PLACEHOLDERS[:-1]
 
 
+def test_hub_commits_cptlab_cannot_pin_are_asked_for_until_prepared(tmp_path):
+    layout = Layout.of(PAPER, tmp_path)
+    assert missing_revisions(PAPER, layout) == REVISIONS
+    options = {"math500": {"revision": "5" * 40}}
+    config = {
+        **PAPER,
+        "data": {**PAPER["data"], "options": {**PAPER["data"]["options"], **options}},
+    }
+    assert missing_revisions(config, layout) == REVISIONS[1:]
+    layout.data_file("zebralogic").parent.mkdir(parents=True)
+    layout.data_file("zebralogic").touch()
+    assert missing_revisions(config, layout) == []
+
+
 def test_partitions_are_checked_against_the_clusters():
     assert unknown_partitions(PAPER, {"gpu", "debug"}) == []
     assert unknown_partitions(PAPER, {"a100", "debug"}) == [
@@ -90,8 +112,8 @@ def test_partitions_are_checked_against_the_clusters():
 def test_partitions_only_on_slurm(tmp_path, monkeypatch):
     monkeypatch.setattr("cptlab.site.cluster_partitions", lambda: {"a100"})
     layout = Layout.of(PAPER, tmp_path)
-    assert site_problems(PAPER, layout, slurm=False) == PLACEHOLDERS
-    assert len(site_problems(PAPER, layout, slurm=True)) == len(PLACEHOLDERS) + 3
+    assert site_problems(PAPER, layout, slurm=False) == PLACEHOLDERS + REVISIONS
+    assert len(site_problems(PAPER, layout, slurm=True)) == len(PLACEHOLDERS + REVISIONS) + 3
 
 
 def test_a_run_stops_before_its_first_job_and_a_dry_run_warns(tmp_path):
