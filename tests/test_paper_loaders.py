@@ -571,7 +571,8 @@ def _bad_bfcl(tmp: Path) -> str:
 
 
 def _bad_dolci(tmp: Path) -> str:
-    row = {"id": "c1", "prompt": "user: f", "ground_truth": ["%%% not json, not base64 %%%"],
+    # base64 of a zlib header, then no zlib stream: packed tests that do not decode.
+    row = {"id": "c1", "prompt": "user: f", "ground_truth": ["eJxLTEoGAAJN"],
            "dataset": ["code"]}  # fmt: skip
     return _lines(tmp / "dolci.jsonl", [row])
 
@@ -641,40 +642,10 @@ def test_parquet_copy_gives_the_same_rows(tmp_path: Path) -> None:
     assert rows == load("math500")
 
 
-def test_hub_name_goes_to_datasets_load_dataset(monkeypatch, tmp_path: Path) -> None:
-    import datasets
-
-    calls = []
-    raws = [json.loads(line) for line in open(fixture("math500") + "/test.jsonl")]
-
-    def fake_load_dataset(name, config=None, **kwargs):
-        calls.append((name, config, kwargs))
-        return datasets.Dataset.from_list(raws)
-
-    monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
-    rows = load_benchmark("math500", cache_dir=str(tmp_path))
-    assert calls == [(paper.MATH500_HUB, None, {"split": "test", "cache_dir": str(tmp_path)})]
-    assert rows == load("math500")
-    calls.clear()
-    load_benchmark("gpqa_diamond", path="someone/gpqa-copy", strict=False)
-    assert calls[0][:2] == ("someone/gpqa-copy", "gpqa_diamond")
-
-
-def test_bfcl_hub_files_are_fetched_and_read_as_files(monkeypatch) -> None:
-    import huggingface_hub
-
-    fetched = []
-
-    def fake_download(repo, filename, repo_type=None, cache_dir=None, **kwargs):
-        fetched.append((repo, filename, repo_type))
-        return str(FIXTURES / "bfcl_multiple" / filename)
-
-    monkeypatch.setattr(huggingface_hub, "hf_hub_download", fake_download)
-    assert load_benchmark("bfcl_multiple") == load("bfcl_multiple")
-    assert fetched == [
-        (paper.BFCL_HUB, "BFCL_v4_multiple.json", "dataset"),
-        (paper.BFCL_HUB, "possible_answer/BFCL_v4_multiple.json", "dataset"),
-    ]
+def test_bfcl_needs_gorillas_files() -> None:
+    """BFCL v4 is on GitHub only (the hub repository holds v3's files)."""
+    with pytest.raises(ValueError, match="BFCL v4 has no hub copy; pass path="):
+        load_benchmark("bfcl_multiple")
 
 
 def test_path_list_reads_every_source() -> None:
@@ -759,22 +730,20 @@ def test_every_real_benchmark_is_a_recipe_with_a_source_and_a_prompt() -> None:
 
 
 def test_adding_a_dataset_is_adding_an_entry(monkeypatch, tmp_path: Path) -> None:
-    """A new entry: a Source pinned to a hub revision, a Prompt, a row converter and a filter
-    rule; the one pipeline runs it, and the registry validates its rows."""
-    import datasets
+    """A new entry: a Source pinned to a hub commit, a Prompt, a row converter and a filter
+    rule; the one pipeline reads its snapshot from the HF cache, and the registry validates its
+    rows."""
+    from hub_layout import HubCache, json_lines, offline
 
     from cptlab.domains.paper.common import canonical_row
     from cptlab.domains.paper.pipeline import Recipe
     from cptlab.domains.registry import BENCHMARKS, Benchmark, Prompt, Source
 
-    calls = []
+    commit = "f" * 40
     raws = [{"q": f"What is {k} + {k}?", "a": str(2 * k), "hard": k > 2} for k in range(5)]
-
-    def fake_load_dataset(name, config=None, **kwargs):
-        calls.append((name, config, kwargs))
-        return datasets.Dataset.from_list(raws)
-
-    monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
+    cache = HubCache(tmp_path / "hub")
+    cache.add("someone/sums", commit, {"README.md": "# sums\n", "test.jsonl": json_lines(raws)})
+    offline(monkeypatch, cache)
     prompt = Prompt("{q}\n\nPut the answer in \\boxed{{}}.")
 
     def convert(raw, ctx, load):
@@ -784,12 +753,10 @@ def test_adding_a_dataset_is_adding_an_entry(monkeypatch, tmp_path: Path) -> Non
     def keep(raw, load):
         return "hard" if raw["hard"] else None
 
-    source = Source("someone/sums", split="test", revision="abc123")
+    source = Source("someone/sums", split="test", revision=commit)
     recipe = Recipe("sums", "math", source, prompt, convert, keep=keep)
     monkeypatch.setitem(BENCHMARKS, "sums", Benchmark("sums", "math", "ood", "math_boxed", recipe))
-    rows = load_benchmark("sums")
-    assert calls == [("someone/sums", None, {"split": "test", "cache_dir": None,
-                                             "revision": "abc123"})]  # fmt: skip
+    rows = load_benchmark("sums", cache_dir=str(tmp_path / "datasets"))
     assert [r["answer"] for r in rows] == ["0", "2", "4"]
     assert paper.exclusions("sums") == {"hard": 2}
     assert user_text(rows[1]) == "What is 1 + 1?\n\nPut the answer in \\boxed{}."

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
+from pathlib import Path
 
 from workflow_helpers import copy_workflow, snakemake
 
@@ -18,6 +19,7 @@ ALLOWED = {
     "base.path": "Qwen3-4B does not fit; a tiny Qwen3 built offline (cptlab build-rehearsal-base)",
     "data.sizes.*": "a few rows per benchmark, so that 16 stages and 17 evaluations fit CI",
     "data.options.*.path": "no dataset hub: shared study rows, else fixtures (+17 Dolci rows)",
+    "data.options.*.expected_rows": "fixtures are not the published rows: no count check",
     "evaluation.samples": "avg@2: the smallest k of an avg@k",
     "evaluation.max_new_tokens": "an untrained model never stops; 8,192 tokens x 17 evaluations",
     "evaluation.vllm.gpu_memory_utilization": "a share of host memory on vLLM's CPU build",
@@ -118,3 +120,43 @@ def test_every_rehearsal_job_gets_the_native_kernels(tmp_path) -> None:
     commands = [c for c in shown if c != "None"]  # rule all
     assert len(commands) > 50
     assert all(c.startswith("CPTLAB_CPU_KERNELS=native ") for c in commands), commands[:3]
+def test_without_the_study_rows_the_rehearsal_reads_its_fixtures(tmp_path, monkeypatch, caplog):
+    """A user's clone has no ../shared/study-data/: each benchmark that reads it there falls
+    back to its `fallback_path` (a fixture of the project), unchecked, said in one warning.
+    Where the folder is, its rows are read (CI)."""
+    root = Path(__file__).resolve().parents[1]
+    clone = tmp_path / "user" / "cptlab"
+    (clone / "tests").mkdir(parents=True)
+    (clone / "tests" / "fixtures").symlink_to(root / "tests" / "fixtures")
+    monkeypatch.chdir(clone)  # ../shared/study-data is tmp_path/user/shared/study-data: absent
+    with caplog.at_level("WARNING", logger="cptlab.validation"):
+        config = load_config(root / "config" / "rehearsal.yaml")
+    options = config["data"]["options"]
+    fell_back = ["aime", "math500", "sciknoweval_train", "sciknoweval_test", "toolalpaca_test",
+                 "bfcl_multiple"]  # fmt: skip
+    for name in fell_back:
+        assert "fallback_path" not in options[name]
+        assert options[name]["expected_rows"] is None
+        paths = options[name]["path"]
+        assert all(Path(p).exists() for p in ([paths] if isinstance(paths, str) else paths))
+    (line,) = caplog.messages
+    assert line == (
+        "6 paths under ../shared/study-data/ do not exist here: "
+        + ", ".join(sorted(fell_back, key=list(options).index))
+        + " read their data.options.<benchmark>.fallback_path instead (the project's fixtures; "
+        "no count check)"
+    )
+    # With the folder (its files as CI has them), the study's rows are read and checked.
+    shared = tmp_path / "user" / "shared" / "study-data"
+    for relative in ("aime/aime24_test.jsonl", "aime/aime25_test.jsonl", "math500/test.jsonl",
+                     "sdpo-cl/sciknoweval/chemistry.json", "toolalpaca/eval_simulated.json",
+                     "bfcl"):  # fmt: skip
+        (shared / relative).parent.mkdir(parents=True, exist_ok=True)
+        (shared / relative).touch()
+    caplog.clear()
+    config = load_config(root / "config" / "rehearsal.yaml")
+    assert not caplog.messages
+    assert config["data"]["options"]["aime"] == {
+        "path": ["../shared/study-data/aime/aime24_test.jsonl",
+                 "../shared/study-data/aime/aime25_test.jsonl"]
+    }  # fmt: skip

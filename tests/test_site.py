@@ -1,5 +1,6 @@
-"""A config's placeholders are named before the first job (cptlab.site): its data files, its base
-and its SLURM partitions, as far as the rest of the run still needs them."""
+"""A config's placeholders are named before the first job (cptlab.site): its data files, the hub
+commits cptlab cannot pin, its base and its SLURM partitions, as far as the rest of the run still
+needs them."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import pytest
 from workflow_helpers import ROOT, SMOKE, copy_workflow, edited_config, snakemake
 
 from cptlab.layout import Layout
-from cptlab.site import missing_paths, site_problems, unknown_partitions
+from cptlab.site import missing_paths, missing_revisions, site_problems, unknown_partitions
 from cptlab.validation import load_config
 
 PAPER = load_config(ROOT / "config" / "paper.yaml")
@@ -17,8 +18,18 @@ PLACEHOLDERS = [
     "no such file or folder",
     "data.options.toolalpaca_test.path: /shared/data/ToolAlpaca/data/eval_simulated.json: "
     "no such file or folder",
+    "data.options.bfcl_multiple.path: /shared/data/gorilla/berkeley-function-call-leaderboard/"
+    "bfcl_eval/data: no such file or folder",
     "base.path: Qwen/Qwen3-4B: not a folder and not in the local HF cache",
 ]
+BASE = PLACEHOLDERS[-1]
+# The hub datasets whose commit cptlab could not verify: the config must name one.
+REVISIONS = [
+    f"data.options.{name}.revision: no commit of {repo} is pinned in cptlab: set one "
+    "(`cptlab fetch-data --config <file>` prints the commit main is at)"
+    for name, repo in (("math500", "math-ai/math500"),
+                       ("zebralogic", "allenai/ZebraLogicBench-private"))
+]  # fmt: skip
 
 
 @pytest.fixture(autouse=True)
@@ -46,10 +57,10 @@ def test_the_base_is_read_until_its_evaluations_and_every_first_stage_are_done(t
     for path in done[:-1]:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.touch()
-    assert PLACEHOLDERS[2] in missing_paths(PAPER, layout)
+    assert BASE in missing_paths(PAPER, layout)
     done[-1].parent.mkdir(parents=True, exist_ok=True)
     done[-1].touch()
-    assert PLACEHOLDERS[2] not in missing_paths(PAPER, layout)
+    assert BASE not in missing_paths(PAPER, layout)
 
 
 def test_each_file_of_a_list_is_checked(tmp_path):
@@ -59,7 +70,7 @@ def test_each_file_of_a_list_is_checked(tmp_path):
     config = {**PAPER, "data": {**PAPER["data"], "options": options}}
     assert missing_paths(config, Layout.of(config, tmp_path)) == [
         f"data.options.toolalpaca_train.path: {tmp_path / 'more.jsonl'}: no such file or folder",
-        PLACEHOLDERS[2],
+        BASE,
     ]
 
 
@@ -67,13 +78,27 @@ def test_a_base_in_a_local_folder_or_the_hub_cache_is_found(tmp_path, monkeypatc
     folder = tmp_path / "qwen3"
     folder.mkdir()
     config = {**PAPER, "base": {**PAPER["base"], "path": str(folder)}}
-    assert missing_paths(config, Layout.of(config, tmp_path)) == PLACEHOLDERS[:2]
+    assert missing_paths(config, Layout.of(config, tmp_path)) == PLACEHOLDERS[:-1]
     snapshot = tmp_path / "hub" / "models--Qwen--Qwen3-4B" / "snapshots" / ("0" * 40)
     snapshot.mkdir(parents=True)
     (snapshot / "config.json").write_text("{}")
     (snapshot.parents[1] / "refs").mkdir()
     (snapshot.parents[1] / "refs" / "main").write_text("0" * 40)
-    assert missing_paths(PAPER, Layout.of(PAPER, tmp_path)) == PLACEHOLDERS[:2]
+    assert missing_paths(PAPER, Layout.of(PAPER, tmp_path)) == PLACEHOLDERS[:-1]
+
+
+def test_hub_commits_cptlab_cannot_pin_are_asked_for_until_prepared(tmp_path):
+    layout = Layout.of(PAPER, tmp_path)
+    assert missing_revisions(PAPER, layout) == REVISIONS
+    options = {"math500": {"revision": "5" * 40}}
+    config = {
+        **PAPER,
+        "data": {**PAPER["data"], "options": {**PAPER["data"]["options"], **options}},
+    }
+    assert missing_revisions(config, layout) == REVISIONS[1:]
+    layout.data_file("zebralogic").parent.mkdir(parents=True)
+    layout.data_file("zebralogic").touch()
+    assert missing_revisions(config, layout) == []
 
 
 def test_partitions_are_checked_against_the_clusters():
@@ -87,8 +112,8 @@ def test_partitions_are_checked_against_the_clusters():
 def test_partitions_only_on_slurm(tmp_path, monkeypatch):
     monkeypatch.setattr("cptlab.site.cluster_partitions", lambda: {"a100"})
     layout = Layout.of(PAPER, tmp_path)
-    assert site_problems(PAPER, layout, slurm=False) == PLACEHOLDERS
-    assert len(site_problems(PAPER, layout, slurm=True)) == len(PLACEHOLDERS) + 3
+    assert site_problems(PAPER, layout, slurm=False) == PLACEHOLDERS + REVISIONS
+    assert len(site_problems(PAPER, layout, slurm=True)) == len(PLACEHOLDERS + REVISIONS) + 3
 
 
 def test_a_run_stops_before_its_first_job_and_a_dry_run_warns(tmp_path):

@@ -4,10 +4,10 @@ The rows are in ../shared/study-data/ (its README says what each file is and whe
 from); set CPTLAB_STUDY_DATA to read them elsewhere. They are never copied into the project:
 where the folder is absent (a user's fresh clone) these tests skip and say so. CI has it.
 
-Each test checks one thing the study fixes: its prompt text, its test split, or its reward
-function's decisions (`data.rewards: study`), the latter on the reference answer, on every
-wrong option, and on format variants where the study's rule and the benchmark's own
-(`data.rewards: strict`) disagree.
+Each test checks one thing the study fixes: its prompt text, its test split, a published row
+count, or its reward function's decisions (`data.rewards: study`), the latter on the reference
+answer, on every wrong option, and on format variants where the study's rule and the
+benchmark's own (`data.rewards: strict`) disagree.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from cptlab.domains.paper.science import SCIKNOWEVAL_SUFFIX, study_options
+from cptlab.domains.prepare import published_rows
 from cptlab.domains.registry import get_benchmark, load_benchmark
 from cptlab.verifiers import score
 
@@ -243,3 +244,50 @@ def test_bfcl_reference_answers_score_one_under_strict() -> None:
         verdict = score(get_benchmark("bfcl_multiple").verifier, bfcl_reference_call(possible), row)
         assert verdict.reward == 1.0, (row["id"], verdict)
         assert get_benchmark("bfcl_multiple").verifier_for("study") == "bfcl_ast"
+
+
+# ----- AIME and MATH-500 ------------------------------------------------------------------------
+
+AIME = [STUDY_DATA / "aime" / "aime24_test.jsonl", STUDY_DATA / "aime" / "aime25_test.jsonl"]
+MATH500 = STUDY_DATA / "math500" / "test.jsonl"
+# The study's math prompt (Moenupa/SDPO-CL, data/format/prompts.py: PROMPT).
+STUDY_MATH_PROMPT = (
+    "{problem}\n\nPlease reason step by step, and put your final answer within \\boxed{{}}."
+)
+
+
+def test_aime_both_contests_in_one_split_with_their_published_count() -> None:
+    """AIME 2024 (the AI-MO format, answers as strings such as "025") and 2025 read as one
+    split: 30 rows a year, the study's prompt, integer answers without leading zeros."""
+    rows = load_benchmark("aime", path=[str(p) for p in AIME])
+    raws = [raw for path in AIME for raw in json_lines(path)]
+    assert len(rows) == len(raws) == published_rows("aime", {}).rows == 60
+    assert len({r["id"] for r in rows}) == 60
+    years = [r["metadata"]["year"] for r in rows]
+    assert years.count("2024") == years.count("2025") == 30
+    leading_zero = 0
+    for row, raw in zip(rows, raws, strict=True):
+        assert row["prompt"] == [
+            {"role": "user", "content": STUDY_MATH_PROMPT.format(problem=raw["problem"])}
+        ]
+        assert row["answer"] == str(int(raw["answer"]))
+        leading_zero += raw["answer"] != row["answer"]
+        for written in {raw["answer"], row["answer"]}:  # "\boxed{025}" and "\boxed{25}"
+            assert verdicts("aime", f"So \\boxed{{{written}}}.", row) == (1.0, 1.0), row["id"]
+        wrong = str(int(row["answer"]) + 1)
+        assert verdicts("aime", f"So \\boxed{{{wrong}}}.", row) == (0.0, 0.0), row["id"]
+    assert leading_zero >= 1  # the AI-MO copy writes some answers with leading zeros
+
+
+def test_math500_rows_prompts_and_references() -> None:
+    rows = load_benchmark("math500", path=str(MATH500))
+    raws = json_lines(MATH500)
+    assert len(rows) == len(raws) == published_rows("math500", {}).rows == 500
+    for row, raw in zip(rows, raws, strict=True):
+        assert row["id"] == "math500-" + raw["unique_id"].removesuffix(".json")
+        assert row["prompt"] == [
+            {"role": "user", "content": STUDY_MATH_PROMPT.format(problem=raw["problem"])}
+        ]
+        assert row["answer"] == raw["answer"]
+        reference = f"Working.\nSo the answer is \\boxed{{{raw['answer']}}}."
+        assert verdicts("math500", reference, row) == (1.0, 1.0), row["id"]

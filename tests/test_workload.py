@@ -177,6 +177,11 @@ def test_the_command_on_the_paper_config(tmp_path, capsys):
     assert table_row(out, "evaluate")[1] == str(17 * 20)
     assert table_row(out, "drift-chain")[1] == "4"
     assert "build_base" not in out  # the paper config reads Qwen3-4B
-    assert out.count(UNKNOWN_ROWS) == 10  # no prepared data: every benchmark unknown
+    # No prepared data: every benchmark's published count (docs/data.md), none unknown.
+    assert out.count(UNKNOWN_ROWS) == 0
+    assert "  gpqa_diamond: 198 rows (published (GPQA-Diamond (Rein et al. 2023)" in out
+    assert "  mmlu_redux: 5330 rows (published (MMLU-Redux 2.0's 5,330 rows" in out
+    assert "  livecodebench: 175 rows (at most, a published bound" in out
+    assert float(table_row(out, "evaluate")[6]) > 1000  # GPU-h, no longer 0.0
     assert "resources.evaluate.decode_tokens_per_s: 2500" in out
     assert "assumptions:" in out

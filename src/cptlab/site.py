@@ -1,5 +1,6 @@
 """What a config asks of the machine it runs on, checked before the first job: the local files
-its data options name, its base model, its SLURM partitions. A placeholder left in a config
+its data options name, the commits of the hub datasets it reads where cptlab pins none, its base
+model, its SLURM partitions. A placeholder left in a config
 (paper.yaml's `/shared/data/...` paths, `slurm_partition: gpu`) is then named at once, key by
 key, rather than by a job that fails hours into a run. Only what the run still needs is
 checked: a data set already prepared in the results folder no longer reads its source, and a
@@ -56,6 +57,19 @@ def missing_paths(config: Mapping, layout: Layout) -> list[str]:
     return problems
 
 
+def missing_revisions(config: Mapping, layout: Layout) -> list[str]:
+    """One line per hub repository a data set not yet prepared in `layout` reads and for which
+    neither cptlab nor the config names a commit (`data.options.<benchmark>.revision`)."""
+    from cptlab.domains.fetch import hub_sources
+
+    return [
+        f"data.options.{source.benchmark}.revision: no commit of {source.repo} is pinned in "
+        f"cptlab: set one (`cptlab fetch-data --config <file>` prints the commit main is at)"
+        for source in hub_sources(config)
+        if source.revision is None and not layout.data_file(source.benchmark).exists()
+    ]
+
+
 def _model_available(name_or_path: str) -> bool:
     if Path(name_or_path).exists():
         return True
@@ -94,7 +108,7 @@ def cluster_partitions() -> set[str] | None:
 def site_problems(config: Mapping, layout: Layout, slurm: bool) -> list[str]:
     """Everything this machine lacks for the rest of the run of `config` in `layout`; the
     partitions only for a run on SLURM."""
-    problems = missing_paths(config, layout)
+    problems = missing_paths(config, layout) + missing_revisions(config, layout)
     if slurm and (known := cluster_partitions()) is not None:
         problems += unknown_partitions(config, known)
     return problems

@@ -7,20 +7,30 @@ reader below them imports none of them. Every error is a ConfigError naming the 
 from __future__ import annotations
 
 import difflib
+import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from cptlab.config import check_schema, merge, read_config_file, schema
+from cptlab.config import (
+    check_schema,
+    merge,
+    read_config_file,
+    resolve_fallback_paths,
+    schema,
+)
 from cptlab.domains import BENCHMARKS
 from cptlab.errors import ConfigError
 from cptlab.plan import datasets, eval_benchmarks
 from cptlab.resources import launcher_processes, rule_resources
 from cptlab.train.spec import check_methods
 
+logger = logging.getLogger(__name__)
+
 
 def load_config(paths: str | Path | Sequence[str | Path], overrides: Mapping | None = None) -> dict:
     """The validated config of `paths` (later files merged over earlier ones, each with its
-    `extends:` chain), with `overrides` (Snakemake's --config) merged last."""
+    `extends:` chain), with `overrides` (Snakemake's --config) merged last, and each data
+    option's `fallback_path` used where its `path` is absent here (said in one warning)."""
     if isinstance(paths, str | Path):
         paths = [paths]
     config: dict = {}
@@ -28,6 +38,9 @@ def load_config(paths: str | Path | Sequence[str | Path], overrides: Mapping | N
         config = merge(config, read_config_file(path))
     if overrides:
         config = merge(config, overrides)
+    config, fallback = resolve_fallback_paths(config)
+    if fallback is not None:
+        logger.warning("%s", fallback)
     return validate_config(config, ", ".join(str(p) for p in paths))
 
 

@@ -23,8 +23,9 @@ The model:
   build_base  base.sft.steps x batch_size x model.max_positions tokens at train_tokens_per_s.
 
 Row counts are never invented: a benchmark's rows are its prepared file's
-(results/<experiment>/data/<benchmark>.jsonl), else the config's own cap (evaluation.n,
-`data.sizes`), else unknown and left out of the sum, said so.
+(results/<experiment>/data/<benchmark>.jsonl), else the count published for it
+(`registry.Published`; the upper end where only a range is published), else the config's own
+cap (evaluation.n, `data.sizes`), else unknown and left out of the sum, said so.
 
 The throughput keys live under `resources.<kind>` and only this command reads them: the rules
 pass on `threads`, `runtime`, `mem_mb`, the GPU and SLURM keys, so they are not part of any
@@ -108,18 +109,27 @@ def prepared_rows(path: Path) -> int:
 
 
 def benchmark_rows(config: Mapping, data_dir: Path, name: str, cap: int | None = None) -> Rows:
-    """Rows of benchmark `name`: the prepared file's, else the config's caps (`cap`, e.g.
-    evaluation.n, and data.sizes), else unknown. A cap bounds prepared rows too."""
+    """Rows of benchmark `name`: the prepared file's, else the published count for its loader
+    options (the upper end of a published range), else the config's caps (`cap`, e.g.
+    evaluation.n, and data.sizes), else unknown. A cap bounds the others too."""
     path = data_dir / f"{name}.jsonl"
     if path.exists():
         rows = prepared_rows(path)
         if cap is not None and cap < rows:
             return Rows(name, cap, f"{rows} prepared, first {cap} (cap)")
         return Rows(name, rows, f"prepared ({path})")
-    from cptlab.domains.prepare import data_settings
+    from cptlab.domains.prepare import EXPECTED_ROWS, data_settings, published_rows
 
-    size = data_settings(config, name)["size"]
-    caps = [c for c in (cap, size) if c is not None]
+    settings = data_settings(config, name)
+    caps = [c for c in (cap, settings["size"]) if c is not None]
+    options = {k: v for k, v in settings["options"].items() if k != EXPECTED_ROWS}
+    published = published_rows(name, options)
+    if published is not None:
+        count = published.rows if published.rows is not None else published.high
+        what = "published" if published.rows is not None else "at most, a published bound"
+        if caps and min(caps) < count:
+            return Rows(name, min(caps), f"{what} {count:,}, first {min(caps)} (cap)")
+        return Rows(name, count, f"{what} ({published.source}; not prepared yet)")
     if caps:
         return Rows(name, min(caps), "at most, the config's cap (data not prepared)")
     return Rows(name, None, UNKNOWN_ROWS)
@@ -360,7 +370,8 @@ def assumptions(config: Mapping) -> list[str]:
         "training: each rollout passes once through the update's forward and backward; "
         "reference, teacher and EMA forwards (SDPO) and reward computation are not counted",
         "the first attempt's limit: a retry gets runtime x attempt",
-        "rows: the prepared data's, else the config's cap (an upper bound), else unknown",
+        "rows: the prepared data's, else the published count (a published range's upper end), "
+        "else the config's cap (an upper bound), else unknown",
     ]
 
 

@@ -3,8 +3,10 @@
 registry.py  Benchmark, the registry (BENCHMARKS) and how an entry is loaded
 embedded/    the synthetic testbed: its domains, registered by `register_domain`
 paper/       the study's datasets: one `Recipe` per split, run by one pipeline
-prepare.py   `cptlab prepare-data`: one benchmark as a validated JSONL file
-cli.py       the `prepare-data` subcommand
+prepare.py   `cptlab prepare-data`: one benchmark as a validated JSONL file, its row count checked
+             against the published one
+fetch.py     `cptlab fetch-data`: every hub dataset a config reads, into the HF cache
+cli.py       the `prepare-data` and `fetch-data` subcommands
 
 Adding a benchmark is adding an entry (docs/extending.md).
 """

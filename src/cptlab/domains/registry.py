@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from cptlab.errors import InputError
@@ -24,8 +25,12 @@ class Source:
               config must give a `path`).
     config:   hub config name.
     split:    hub split.
-    revision: a hub revision to pin (None: the cache's / the newest).
-    files:    data files inside the hub repo (`data_files`), when its loading script is unusable.
+    revision: the commit of each hub repository (one, or one per id of `hub`): what the
+              loader and `cptlab fetch-data` read unless `data.options.<name>.revision` names
+              another; None where no commit could be verified (the config must then give one).
+    files:    files read directly from the hub snapshot, where its loading script keeps
+              `datasets` from reading it (None: the repository's README configs).
+    gated:    the hub repository asks users to accept its terms (a token must have done so).
     also:     the other sources the loader reads, for the docs (local copies, the study's
               prepared files).
     """
@@ -33,9 +38,53 @@ class Source:
     hub: str | tuple[str, ...] | None = None
     config: str | None = None
     split: str | None = None
-    revision: str | None = None
-    files: tuple[str, ...] = ()
+    revision: str | None | tuple[str | None, ...] = None
+    files: tuple[str, ...] | None = None
+    gated: bool = False
     also: str = ""
+
+    def repos(self) -> tuple[tuple[str, str | None], ...]:
+        """(hub id, pinned commit) of each hub repository, in order."""
+        if self.hub is None:
+            return ()
+        ids = (self.hub,) if isinstance(self.hub, str) else self.hub
+        pins = self.revision if isinstance(self.revision, tuple) else (self.revision,) * len(ids)
+        if len(pins) != len(ids):
+            raise ValueError(f"{len(ids)} hub ids but {len(pins)} revisions: {ids}")
+        return tuple(zip(ids, pins, strict=True))
+
+
+@dataclass(frozen=True)
+class Published:
+    """A row count published for a benchmark, and the range its prepared rows must fall in
+    (`cptlab prepare-data` stops outside it).
+
+    low, high: the expected range (equal where the count is exact).
+    source:    where the count is published, for the record and the error.
+    rows:      the published count itself, where there is one (None: only the range is known).
+    options:   the loader options it holds for ({option: value}); another value of any of them
+               (a date window, an error-type filter) leaves the count unchecked.
+    """
+
+    low: int
+    high: int
+    source: str
+    rows: int | None = None
+    options: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+
+    def holds_for(self, settings: Mapping[str, Any]) -> bool:
+        """Whether the count applies to a load with these option values."""
+        return all(_same(settings.get(k), v) for k, v in self.options.items())
+
+    def expected(self, n: int | None) -> tuple[int, int]:
+        """The range of a load capped at `n` rows (None: every row)."""
+        return (self.low, self.high) if n is None else (min(n, self.low), min(n, self.high))
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        return list(a) == list(b)
+    return a == b
 
 
 @dataclass(frozen=True)

@@ -3,24 +3,27 @@
 Design
 ------
 Every entry's loader is a `Recipe` (`pipeline.py`): the entry's Source (hub id, config,
-split, revision, data files), its Prompt format, its row converter and, where the study
+split, pinned commit, files read directly, gated or not), its published row counts, its Prompt
+format, its row converter and, where the study
 filters or holds out, a filter rule and a `Holdout`. Called as
 ``recipe(n=None, seed=0, path=None, **options)``, it returns canonical rows (see `cptlab.rows`)
 through five fixed stages, the same for every dataset:
 
 1. **Open** (`open_source`): ``path`` is a local file or folder (``.json``, ``.jsonl``,
-   ``.parquet``, ``.csv``), or, when no such path exists, a Hugging Face hub dataset name passed
-   to ``datasets.load_dataset(name, config, split=..., cache_dir=...)``, so a cluster with a
-   populated HF cache works offline (``HF_DATASETS_OFFLINE=1``). ``path=None`` means the
-   dataset's documented hub name. Nothing is read or downloaded at import time.
+   ``.parquet``, ``.csv``) or a hub name (read at the ``revision`` option); ``path=None`` means
+   the Source's hub repositories at their pinned commits (``revision`` names others). A hub
+   repository is read from its snapshot in the HF cache (`hub.py`): `cptlab fetch-data` fills
+   the cache on a node with internet, and compute nodes read it with ``HF_HUB_OFFLINE=1``;
+   the snapshot goes through ``datasets.load_dataset(<folder>, config, split=...)`` and the
+   repository's README configs, or, where its loading script keeps `datasets` from reading it
+   (LiveCodeBench), its files are read directly. Nothing is read or downloaded at import time.
    JSON/JSONL files are read with the standard library, not with ``datasets``: Arrow unifies
    the schemas of nested objects across rows and pads every missing key with ``None``, which
    corrupts exactly the heterogeneous fields these datasets carry (BFCL function schemas and
    possible answers, ToolAlpaca API documents). JSONL files are indexed by byte offset and
    parsed row by row, so LiveCodeBench's multi-GB test files are never held in memory whole.
-   Parquet/CSV files and hub datasets go through ``datasets``; the converters of the
-   nested-schema datasets drop the ``None`` padding Arrow adds (`drop_none`). BFCL's hub
-   files are fetched as files (``huggingface_hub.hf_hub_download``) and read like local ones.
+   Parquet/CSV files and hub snapshots go through ``datasets``; the converters of the
+   nested-schema datasets drop the ``None`` padding Arrow adds (`drop_none`).
 2. **Filter** by the study's rules (level/type for SciKnowEval, ``error_type`` for MMLU-Redux,
    the code subset of Dolci, duplicates, ...). Rows excluded by a rule are counted per reason,
    logged as a warning and kept in `EXCLUSIONS[name]` (see `exclusions`): never silently.
@@ -59,16 +62,21 @@ real rows); the prompt strings carry a comment naming their source file.
   functional problems as a top-level function scored by asserts); the study's contest window
   is set in paper.yaml (``start_date`` / ``end_date``).
 - GPQA: options shuffled per question with ``option_seed`` (default: the loader's ``seed``);
-  the study shuffles unseeded.
-- MMLU-Redux: only ``error_type == "ok"`` rows (``keep_error_types``).
+  the study shuffles unseeded. Every row is kept, repeated incorrect options too, and the
+  option texts go into the prompt as published (spaces kept), as the study's do.
+- MMLU-Redux: only ``error_type == "ok"`` rows (``keep_error_types``); with
+  ``fix_wrong_groundtruth`` the "wrong_groundtruth" rows too, with the annotators'
+  ``correct_answer`` where they gave one (else the published ``answer``, as the MMLU-Redux
+  authors' own correction does).
 - DAPO: exact duplicate problems dropped (the hub copy repeats each ~100 times).
 
 Raw schemas
 -----------
 The field names are constants at the top of each family module, with the documented schema
-they come from. They were written from knowledge of the public datasets (dataset cards and the
-loaders of their public evaluation code) and spot-checked against public code that reads them;
-they were not checked against downloaded copies of the data (no hub access here). Where
+they come from, beside each hub repository's pinned commit and layout. They were written from
+the public datasets' cards and the loaders of their public evaluation code, and checked against
+the real rows of AIME, MATH-500, SciKnowEval, ToolAlpaca and BFCL in ../shared/study-data/;
+the others were not checked against downloaded copies (no hub access here; docs/data.md). Where
 datasets exist in several published variants, the converters accept the known aliases (e.g.
 AIME mirrors).
 
@@ -79,8 +87,9 @@ converters and registry entries (`ENTRIES`); importing this package registers th
 this order):
 
 - `pipeline`: `Recipe`, the one loader every entry runs, and `Holdout`.
-- `common`: reading files and hub datasets, raw-row errors, `LoadRun` (filter, exclusion
+- `common`: reading files and hub snapshots, raw-row errors, `LoadRun` (filter, exclusion
   counting), `holdout_split`, `subsample`, helpers shared by the converters.
+- `hub`: `HubRepo` (one repository at its revision), its snapshot in the HF cache, access.
 - `math`: dapo_math, aime, math500.
 - `science`: sciknoweval_train / _test, gpqa_diamond.
 - `tool`: toolalpaca_train / _test, bfcl_multiple.
@@ -100,7 +109,6 @@ from cptlab.domains.paper.common import EXCLUSIONS, exclusions, holdout_split, s
 from cptlab.domains.paper.logic import zebra_grid
 from cptlab.domains.paper.math import MATH500_HUB, MATH_INSTRUCTION
 from cptlab.domains.paper.science import SCIKNOWEVAL_SYSTEM, gpqa_option_order
-from cptlab.domains.paper.tool import BFCL_HUB
 from cptlab.domains.registry import register_benchmark
 
 # Registration order (math, science, tool, code, logic, knowledge) is the registry's order.
@@ -116,7 +124,6 @@ for _benchmark in PAPER_BENCHMARKS:
     register_benchmark(_benchmark)
 
 __all__ = [
-    "BFCL_HUB",
     "CODE_ANSWER",
     "CODE_PROMPT",
     "EXCLUSIONS",

@@ -7,12 +7,15 @@ import base64
 import binascii
 import io
 import json
+import math
 import pickle
 import re
 import zlib
 from typing import Any
 
 from cptlab.domains.paper.common import (
+    SPLIT_SEED,
+    TEST_FRACTION,
     BadRawRow,
     RowContext,
     canonical_row,
@@ -25,7 +28,7 @@ from cptlab.domains.paper.common import (
     slug,
 )
 from cptlab.domains.paper.pipeline import Holdout, Load, Recipe
-from cptlab.domains.registry import Benchmark, Prompt, Source
+from cptlab.domains.registry import Benchmark, Prompt, Published, Source
 from cptlab.errors import InputError
 
 # Dolci-Think-RL-7B (allenai/Dolci-Think-RL-7B, split "train"; Olmo 3 RLVR mixture):
@@ -36,6 +39,9 @@ from cptlab.errors import InputError
 # "code_stdio" rows: ground_truth[0] = JSON [{"input", "output"}] or {"inputs", "outputs"},
 # sometimes base64(zlib(pickle(...))) ("eJ..."), decoded here with a data-only unpickler.
 DOLCI_HUB = "allenai/Dolci-Think-RL-7B"
+# A commit two public projects pin (found by search; not read from the hub here).
+DOLCI_REVISION = "0fb6466d31ef3a9dd16985ef635e6429e05a6491"
+DOLCI_ROWS = 102_014  # every row, all subsets (the dataset card)
 DOLCI_PROMPT = "prompt"
 DOLCI_MESSAGES = "messages"
 DOLCI_GROUND_TRUTH = "ground_truth"
@@ -47,16 +53,22 @@ DOLCI_STDIO = "code_stdio"
 CODE_ANSWER = "(no reference solution: scored by the tests in metadata['tests'])"
 
 # LiveCodeBench code generation (livecodebench/code_generation_lite; release_v6 = the files
-# test.jsonl, test2.jsonl, ..., test6.jsonl):
+# test.jsonl, test2.jsonl, ..., test6.jsonl, 1,055 problems from 2023-05 to 2025-04):
 #   question_title, question_content, platform ("leetcode", "codeforces", "atcoder"),
 #   question_id, contest_id, contest_date (ISO), starter_code, difficulty,
 #   public_test_cases (JSON string [{"input", "output", "testtype": "stdin"|"functional"}]),
 #   private_test_cases (same, as JSON or base64(zlib(pickle(json string)))),
 #   metadata (JSON string, {"func_name": ...} for functional problems).
-# The hub repo's loading script is not supported by `datasets` >= 4, so the hub default reads
-# its JSONL files through `data_files`.
+# The repository also holds its loading script, code_generation_lite.py, and `datasets` 5.2.0
+# refuses a hub repository that holds one whatever `data_files` are given (datasets/load.py,
+# `dataset_module_factory`): the JSONL files are read from the snapshot directly.
 LCB_HUB = "livecodebench/code_generation_lite"
 LCB_HUB_FILES = ("test.jsonl", *(f"test{k}.jsonl" for k in range(2, 7)))
+# main's commit (2025-06-05), which public code pins for release_v6's files (found by search;
+# not read from the hub here). The study reads `revision="refs/pr/6"`, `split="test"`
+# (data/utils/livecodebench.py), a pull-request ref whose files could not be read here:
+# data.options.livecodebench.revision: refs/pr/6 reads the same six files from it.
+LCB_REVISION = "0fe84c3912ea0c4d4a78037083943e8f0c4dd505"
 LCB_CONTENT = "question_content"
 LCB_PLATFORM = "platform"
 LCB_ID = "question_id"
@@ -90,6 +102,27 @@ class _DataOnlyUnpickler(pickle.Unpickler):
 
     def find_class(self, module: str, name: str) -> Any:
         raise pickle.UnpicklingError(f"refusing to load {module}.{name}")
+
+
+_BASE64 = re.compile(r"[A-Za-z0-9+/=\s]+")
+
+
+def _looks_packed(text: str) -> bool:
+    """Whether one string of tests is packed (a JSON list or object, or base64 of zlib data,
+    whose first byte is 0x78) rather than a program."""
+    if text.startswith(("[", "{")):
+        try:
+            json.loads(text)
+        except json.JSONDecodeError:
+            return False
+        return True
+    if not _BASE64.fullmatch(text):
+        return False
+    try:
+        head = base64.b64decode(text[:8], validate=False)
+    except (binascii.Error, ValueError):
+        return False
+    return head[:1] == b"\x78"
 
 
 def decode_packed(text: str, what: str) -> Any:
@@ -164,8 +197,10 @@ def _dolci_tests(raw: dict, kind: str) -> list:
     if value is None:
         raise BadRawRow("missing ground_truth")
     if isinstance(value, list) and len(value) == 1 and isinstance(value[0], str):
+        # One string is either a packed blob (JSON or base64/zlib) or a single test, which
+        # need not start with `assert` (a class definition, then asserts).
         single = value[0].strip()
-        if not single.startswith("assert"):
+        if _looks_packed(single):
             value = decode_packed(single, "ground_truth")
     elif isinstance(value, str):
         value = decode_packed(value, "ground_truth")
@@ -204,8 +239,19 @@ def _dolci(name: str, part: str, kind: str) -> Recipe:
         messages = CODE_FORMAT.messages(problem=prompt)
         return canonical_row(name, "code", key, messages, CODE_ANSWER, meta)
 
-    return Recipe(name, "code", Source(DOLCI_HUB, split="train"), CODE_FORMAT, convert,
-                  keep=keep, columns=(DOLCI_DATASET,), holdout=Holdout(part))  # fmt: skip
+    # No count of the code subsets is published; the whole dataset's bounds the split's.
+    share = TEST_FRACTION if part == "test" else 1 - TEST_FRACTION
+    bound = Published(
+        1,
+        math.ceil(share * DOLCI_ROWS),
+        f"none for the {kind!r} rows; at most a {share:.0%} share of the "
+        f"{DOLCI_ROWS:,} rows of Dolci-Think-RL-7B (its card)",
+        options={"holdout": TEST_FRACTION, "split_seed": SPLIT_SEED},
+    )
+    return Recipe(name, "code", Source(DOLCI_HUB, split="train", revision=DOLCI_REVISION),
+                  CODE_FORMAT, convert,
+                  keep=keep, columns=(DOLCI_DATASET,), holdout=Holdout(part),
+                  published=(bound,))  # fmt: skip
 
 
 def _lcb_tests(raw: dict, field: str) -> list[dict]:
@@ -351,6 +397,16 @@ def _convert_livecodebench(raw: dict, ctx: RowContext, load: Load) -> dict:
 
 LCB_OPTIONS = {"start_date": None, "end_date": None, "platforms": None, "functional": "stdio",
                "prompt": "study", "tests": "private"}  # fmt: skip
+# The study's contest window (data/utils/livecodebench.py: 2025-02-01 <= date < 2025-05-01).
+LCB_STUDY_WINDOW = {"start_date": "2025-02-01", "end_date": "2025-04-30"}
+LCB_PUBLISHED = (
+    Published(1055, 1055, "release_v6, 1,055 problems (LiveCodeBench's release notes)",
+              rows=1055, options={"start_date": None, "end_date": None, "platforms": None,
+                                  "functional": "stdio"}),
+    Published(1, 175, "none for the study's window; it lies in release_v6's last 175 problems "
+              "(2025-01 to 2025-04; 1,055 - 880 of release_v5)",
+              options={**LCB_STUDY_WINDOW, "platforms": None, "functional": "stdio"}),
+)  # fmt: skip
 
 
 ENTRIES = (
@@ -371,10 +427,10 @@ ENTRIES = (
               study_verifier="study_code"),
     Benchmark("livecodebench", "code", "ood", "stdio_tests",
               Recipe("livecodebench", "code",
-                     Source(LCB_HUB, split="train", files=LCB_HUB_FILES),
+                     Source(LCB_HUB, revision=LCB_REVISION, files=LCB_HUB_FILES),
                      CODE_FORMAT,
                      _convert_livecodebench, keep=_keep_livecodebench,
                      columns=(LCB_DATE, LCB_PLATFORM, LCB_PUBLIC), check=_check_livecodebench,
-                     options=LCB_OPTIONS),
+                     options=LCB_OPTIONS, published=LCB_PUBLISHED),
               "LiveCodeBench v6, private tests, the study's prompt", study_verifier="study_code"),
 )  # fmt: skip

@@ -4,8 +4,9 @@ helpers every converter uses (see the package docstring for the design).
 
 What the family modules and `pipeline` use:
 
-- Reading: `open_source` (a path or hub name -> `RawSource`), `open_segments` (one path ->
-  `RawSegment` list), `looks_local`, `check_hub_options`, `PathSpec`, `HUB_OPTIONS`;
+- Reading: `open_source` (local paths and hub snapshots -> `RawSource`), `open_segments` (one
+  of them -> `RawSegment` list), `path_specs` (a `path` option's items), `looks_local`,
+  `check_hub_options`, `PathSpec`, `HUB_OPTIONS`;
   `RowContext` tells a converter where its raw row comes from.
 - The pipeline: `LoadRun` (filter, convert, exclusion counts), `holdout_split`, `subsample`,
   `check_sample_size`, `exclusions` / `EXCLUSIONS`, `SPLIT_SEED`, `TEST_FRACTION`.
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cptlab.domains.paper.hub import HubRepo, snapshot
 from cptlab.errors import InputError
 from cptlab.rows import RowError
 
@@ -207,7 +209,8 @@ class RawSource:
 
 
 PathSpec = str | Path | Sequence[str | Path] | None
-HUB_OPTIONS = ("config", "hub_split", "cache_dir", "hub_kwargs")
+# The options every loader takes besides its own: where and how its rows are read.
+HUB_OPTIONS = ("config", "hub_split", "cache_dir", "hub_kwargs", "revision")
 
 
 def check_hub_options(dataset: str, hub: dict) -> None:
@@ -219,24 +222,21 @@ def check_hub_options(dataset: str, hub: dict) -> None:
 
 def open_source(
     dataset: str,
-    path: PathSpec,
-    default: str | Sequence[str] | None,
+    specs: Sequence[str | Path | HubRepo],
     *,
     config: str | None = None,
     hub_split: str | None = None,
     cache_dir: str | None = None,
     hub_kwargs: dict | None = None,
 ) -> RawSource:
-    """Open `path` (local files/folders or hub names; `default` when None) as one source.
+    """Open local files/folders and hub snapshots (`HubRepo`) as one source.
 
-    The hub options are those of every loader: `config` (hub config name), `hub_split`,
-    `cache_dir` (also used for the Arrow cache of local parquet/csv files) and `hub_kwargs`
-    (extra keyword arguments of `datasets.load_dataset`, e.g. `data_files` or `revision`).
+    The hub options are those of every loader: `config` (the hub config name), `hub_split`,
+    `cache_dir` (the Arrow cache `datasets` builds from a snapshot or a parquet/csv file) and
+    `hub_kwargs` (more keyword arguments of `datasets.load_dataset` on a snapshot folder).
     """
-    spec = default if path is None else path
-    if spec is None:
+    if not specs:
         raise InputError(f"{dataset}: no path given and the dataset has no hub default")
-    specs = [spec] if isinstance(spec, str | Path) else list(spec)
     segments: list[RawSegment] = []
     for item in specs:
         segments.extend(
@@ -262,9 +262,42 @@ def looks_local(spec: str) -> bool:
     )
 
 
+def is_hub_name(item: str | Path) -> bool:
+    """Whether one item of a `path` option names a hub repository (not a local path)."""
+    return (
+        not isinstance(item, Path)
+        and not Path(item).expanduser().exists()
+        and not looks_local(str(item))
+    )
+
+
+def path_specs(
+    dataset: str, path: PathSpec, revision: str | dict | None
+) -> list[str | Path | HubRepo]:
+    """The items of a `path` option: local files and folders as they are, hub names as
+    `HubRepo`s at `revision` (one commit, or {repo: commit}); a hub name needs one."""
+    items = [path] if isinstance(path, str | Path) else list(path or [])
+    specs: list[str | Path | HubRepo] = []
+    for item in items:
+        if not is_hub_name(item):
+            local = Path(item).expanduser()
+            if not local.exists():
+                raise FileNotFoundError(f"{dataset}: {item} does not exist")
+            specs.append(local)
+            continue
+        rev = revision.get(str(item)) if isinstance(revision, dict) else revision
+        if rev is None:
+            raise InputError(
+                f"{dataset}: hub repository {item} needs a commit: set "
+                f"data.options.{dataset}.revision"
+            )
+        specs.append(HubRepo(dataset, str(item), rev))
+    return specs
+
+
 def open_segments(
     dataset: str,
-    spec: str | Path,
+    spec: str | Path | HubRepo,
     *,
     config: str | None,
     hub_split: str | None,
@@ -272,23 +305,23 @@ def open_segments(
     hub_kwargs: dict | None,
     label: str | None = None,
 ) -> list[RawSegment]:
-    """The segments of one path spec: a file, every data file of a folder (sorted, labelled
-    by relative path), or a hub dataset (labelled `label`, else its name and config)."""
+    """The segments of one item: a file, every data file of a folder (sorted, labelled by
+    relative path), or a hub snapshot (labelled `label`, else its name and config)."""
+    if isinstance(spec, HubRepo):
+        return _read_snapshot(dataset, spec, config, hub_split, cache_dir, hub_kwargs, label)
     local = Path(spec).expanduser()
-    if local.exists():
-        if local.is_file():
-            return [_read_file(local, local.stem, cache_dir)]
-        files = sorted(
-            f for f in local.rglob("*") if f.is_file() and f.suffix.lower() in LOCAL_SUFFIXES
-        )
-        if not files:
-            raise FileNotFoundError(f"{dataset}: no {'/'.join(LOCAL_SUFFIXES)} files in {local}")
-        return [
-            _read_file(f, f.relative_to(local).with_suffix("").as_posix(), cache_dir) for f in files
-        ]
-    if isinstance(spec, Path) or looks_local(str(spec)):
+    if not local.exists():
         raise FileNotFoundError(f"{dataset}: {spec} does not exist")
-    return [_load_hub(dataset, str(spec), config, hub_split, cache_dir, hub_kwargs, label)]
+    if local.is_file():
+        return [_read_file(local, local.stem, cache_dir)]
+    files = sorted(
+        f for f in local.rglob("*") if f.is_file() and f.suffix.lower() in LOCAL_SUFFIXES
+    )
+    if not files:
+        raise FileNotFoundError(f"{dataset}: no {'/'.join(LOCAL_SUFFIXES)} files in {local}")
+    return [
+        _read_file(f, f.relative_to(local).with_suffix("").as_posix(), cache_dir) for f in files
+    ]
 
 
 def _read_file(path: Path, label: str, cache_dir: str | None) -> RawSegment:
@@ -311,28 +344,37 @@ def _read_file(path: Path, label: str, cache_dir: str | None) -> RawSegment:
     return RawSegment(label, str(path), table, arrow=True)
 
 
-def _load_hub(
+def _read_snapshot(
     dataset: str,
-    name: str,
+    source: HubRepo,
     config: str | None,
     hub_split: str | None,
     cache_dir: str | None,
     hub_kwargs: dict | None,
     label: str | None,
-) -> RawSegment:
+) -> list[RawSegment]:
+    """A hub source from its snapshot (`hub.snapshot`): its `files` read as local files, or
+    the whole snapshot through `datasets` and the repository's README configs."""
+    folder = snapshot(source)
+    label = label or (f"{source.repo}/{config}" if config else source.repo)
+    if source.files is not None:
+        return [
+            _read_file(folder / f, f"{label}/{Path(f).with_suffix('').as_posix()}", cache_dir)
+            for f in source.files
+        ]
     import datasets
 
     loaded = datasets.load_dataset(
-        name, config, split=hub_split, cache_dir=cache_dir, **(hub_kwargs or {})
+        str(folder), config, split=hub_split, cache_dir=cache_dir, **(hub_kwargs or {})
     )
     if isinstance(loaded, datasets.DatasetDict):
         if len(loaded) != 1:
             raise InputError(
-                f"{dataset}: hub dataset {name} has splits {sorted(loaded)}; pass hub_split="
+                f"{dataset}: hub dataset {source.repo} has splits {sorted(loaded)}; pass hub_split="
             )
         loaded = next(iter(loaded.values()))
-    origin = f"hub:{name}" + (f"/{config}" if config else "")
-    return RawSegment(label or (f"{name}/{config}" if config else name), origin, loaded, arrow=True)
+    origin = f"hub:{source.describe()}" + (f"/{config}" if config else "")
+    return [RawSegment(label, origin, loaded, arrow=True)]
 
 
 # ===== The pipeline =============================================================================

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from cptlab.domains.paper.common import (
@@ -17,18 +16,24 @@ from cptlab.domains.paper.common import (
     open_segments,
     open_source,
     options_text,
+    path_specs,
     required_text,
     slug,
 )
+from cptlab.domains.paper.hub import HubRepo
 from cptlab.domains.paper.pipeline import Load, Recipe
-from cptlab.domains.registry import Benchmark, Prompt, Source
+from cptlab.domains.registry import Benchmark, Prompt, Published, Source
+from cptlab.errors import InputError
 
-# MMLU-Redux 2.0 (edinburgh-dawg/mmlu-redux-2.0, one config per subject, split "test"):
+# MMLU-Redux 2.0 (edinburgh-dawg/mmlu-redux-2.0, one config per subject, split "test"; the
+# repository holds <subject>/data-00000-of-00001.arrow, one Arrow file per subject):
 #   question, choices [4 str], answer (int 0-3), error_type ("ok", "bad_question_clarity",
 #   "bad_options_clarity", "no_correct_answer", "multiple_correct_answers",
 #   "wrong_groundtruth", "expert"), source, correct_answer, potential_reason.
 # Local copies: one file per subject, the subject taken from the file's folder or name.
 MMLU_REDUX_HUB = "edinburgh-dawg/mmlu-redux-2.0"
+# The commit OpenCompass's MMLU-Redux loader pins (found by search; not read from the hub here).
+MMLU_REDUX_REVISION = "372ea425445d51e1ba1188c56e5e893f8138621f"
 MMLU_QUESTION = "question"
 MMLU_CHOICES = "choices"
 MMLU_ANSWER = "answer"
@@ -90,20 +95,27 @@ MMLU_PROMPT = Prompt(
 
 
 def _open_mmlu(load: Load, path: PathSpec) -> RawSource:
-    """A local file or folder (one file per subject), or the hub repo: one config per subject."""
+    """Local files or folders (one file per subject), or the hub snapshot: one config per
+    subject."""
     name, hub = load.recipe.name, load.hub
-    load.state["local"] = local = isinstance(path, str | Path) and Path(path).expanduser().exists()
-    if local or (path is not None and not isinstance(path, str)):
-        return open_source(name, path, None, **hub)
-    repo = str(path) if path is not None else MMLU_REDUX_HUB
     check_hub_options(name, hub)
-    options = {"hub_split": "test", "config": None, "cache_dir": None, "hub_kwargs": None}
-    options.update(hub)
-    config = options.pop("config")
+    if path is None:
+        specs: list = load.recipe.hub_repos(None, hub.get("revision"))
+    else:
+        specs = path_specs(name, path, hub.get("revision"))
+    repos = [s for s in specs if isinstance(s, HubRepo)]
+    load.state["local"] = not repos
+    options = {"hub_split": "test", "cache_dir": None, "hub_kwargs": None}
+    options.update({k: v for k, v in hub.items() if k in options})
+    if not repos:
+        return open_source(name, specs, **options)
+    if len(specs) != 1:
+        raise InputError(f"{name}: path mixes a hub repository with other sources: {path}")
+    (repo,) = repos
     segments = []
     for subject in load["subjects"] or MMLU_SUBJECTS:
-        label = f"{repo}/{subject}"
-        segments += open_segments(name, repo, config=config or subject, label=label, **options)
+        segments += open_segments(name, repo, config=hub.get("config") or subject,
+                                  label=f"{repo.repo}/{subject}", **options)  # fmt: skip
     return RawSource(name, segments)
 
 
@@ -140,27 +152,44 @@ def _convert_mmlu(raw: dict, ctx: RowContext, load: Load) -> dict:
     options = [required_text(c, f"option {k}") for k, c in enumerate(choices)]
     index = _mmlu_index(raw.get(MMLU_ANSWER), "answer")
     error_type = raw.get(MMLU_ERROR_TYPE)
+    answer_from = "answer"
     if error_type == "wrong_groundtruth" and load["fix_wrong_groundtruth"]:
-        index = _mmlu_index(raw.get(MMLU_CORRECT_ANSWER), "correct_answer")
+        # The MMLU-Redux authors' `correct_redux` takes `correct_answer` only when it is
+        # given; a row whose annotators gave none keeps the published `answer`.
+        correct = raw.get(MMLU_CORRECT_ANSWER)
+        if correct is not None and str(correct).strip():
+            index = _mmlu_index(correct, "correct_answer")
+            answer_from = "correct_answer"
     if not 0 <= index < len(options):
         raise BadRawRow(f"answer index {index} out of range for {len(options)} options")
     messages = MMLU_PROMPT.messages(
         topic=subject.replace("_", " "), question=question, options=options_text(options)
     )
     meta = {"options": options, "subject": subject, "error_type": error_type,
-            "source_index": ctx.local}  # fmt: skip
+            "answer_from": answer_from, "source_index": ctx.local}  # fmt: skip
     key = f"{slug(subject)}-{ctx.local}"
     return canonical_row("mmlu_redux", "knowledge", key, messages, LETTERS[index], meta)
 
 
 MMLU_OPTIONS = {"keep_error_types": MMLU_KEEP_ERROR_TYPES, "fix_wrong_groundtruth": False,
                 "subjects": None}  # fmt: skip
+# 5,700 questions, 370 of them not error_type "ok" (lm-evaluation-harness's mmlu_redux task
+# reads fxmarty/mmlu-redux-2.0-ok, 5,330 rows); `fix_wrong_groundtruth` adds the
+# wrong_groundtruth rows back, whose number is not published.
+MMLU_PUBLISHED = (
+    Published(5330, 5330, "MMLU-Redux 2.0's 5,330 rows of error_type 'ok'", rows=5330,
+              options=MMLU_OPTIONS),
+    Published(5330, 5700, "5,330 rows of error_type 'ok' and the wrong_groundtruth rows of its "
+              "5,700", options={**MMLU_OPTIONS, "fix_wrong_groundtruth": True}),
+)  # fmt: skip
 
 ENTRIES = (
     Benchmark("mmlu_redux", "knowledge", "ood", "mcq_letter",
               Recipe("mmlu_redux", "knowledge",
-                     Source(MMLU_REDUX_HUB, split="test", also="local files, one per subject"),
+                     Source(MMLU_REDUX_HUB, split="test", revision=MMLU_REDUX_REVISION,
+                            also="local files, one per subject"),
                      MMLU_PROMPT, _convert_mmlu, keep=_keep_mmlu, columns=(MMLU_ERROR_TYPE,),
-                     open=_open_mmlu, expand=_select_subjects, options=MMLU_OPTIONS),
+                     open=_open_mmlu, expand=_select_subjects, options=MMLU_OPTIONS,
+                     published=MMLU_PUBLISHED),
               "MMLU-Redux 2.0, error_type 'ok' rows"),
 )  # fmt: skip

@@ -15,13 +15,16 @@ from cptlab.domains.paper.common import (
     slug,
 )
 from cptlab.domains.paper.pipeline import Load, Recipe
-from cptlab.domains.registry import Benchmark, Prompt, Source
+from cptlab.domains.registry import Benchmark, Prompt, Published, Source
 
-# ZebraLogic (allenai/ZebraLogicBench-private, config "grid_mode", split "test"; the public
-# allenai/ZebraLogicBench masks the solutions):
+# ZebraLogic (allenai/ZebraLogicBench-private, config "grid_mode", split "test"; gated: a token
+# whose account accepted its terms; the public allenai/ZebraLogicBench masks the solutions):
 #   id "lgp-test-5x6-16", size "5*6", puzzle (text),
 #   solution {"header": ["House", "Name", ...], "rows": [["1", "Eric", ...], ...]}.
 ZEBRA_HUB = "allenai/ZebraLogicBench-private"
+# No commit of this gated repository could be verified here: data.options.zebralogic.revision
+# must name one (`cptlab fetch-data` prints the commit main is at).
+ZEBRA_REVISION = None
 ZEBRA_CONFIG = "grid_mode"
 ZEBRA_ID = "id"
 ZEBRA_SIZE = "size"
@@ -76,7 +79,10 @@ def _convert_zebralogic(raw: dict, ctx: RowContext, load: Load) -> dict:
 
 ENTRIES = (
     Benchmark("zebralogic", "logic", "ood", "zebra_grid",
-              Recipe("zebralogic", "logic", Source(ZEBRA_HUB, config=ZEBRA_CONFIG, split="test"),
-                     ZEBRA_PROMPT, _convert_zebralogic),
+              Recipe("zebralogic", "logic", Source(ZEBRA_HUB, config=ZEBRA_CONFIG, split="test",
+                                           revision=ZEBRA_REVISION, gated=True),
+                     ZEBRA_PROMPT, _convert_zebralogic,
+                     published=(Published(1000, 1000, "ZebraLogic's 1,000 grid puzzles",
+                                          rows=1000),)),
               "ZebraLogic grid puzzles"),
 )  # fmt: skip

@@ -18,14 +18,15 @@ from cptlab.domains.paper.common import (
     slug,
 )
 from cptlab.domains.paper.pipeline import Load, Recipe
-from cptlab.domains.registry import Benchmark, Prompt, Source
+from cptlab.domains.registry import Benchmark, Prompt, Published, Source
 from cptlab.verifiers.math import last_boxed
 
 # The study's math prompt is "{problem}\n\n" + this (Moenupa/SDPO-CL, data/format/prompts.py:
 # PROMPT), for AIME, MATH-500 and every math problem it formats.
 MATH_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
 
-# DAPO-Math-17k (BytedTsinghua-SIA/DAPO-Math-17k, verl parquet format, split "train"):
+# DAPO-Math-17k (BytedTsinghua-SIA/DAPO-Math-17k, verl parquet format, split "train"; the
+# repository holds data/dapo-math-17k.parquet):
 #   prompt       [{"role": "user", "content": DAPO_PREFIX + problem + DAPO_SUFFIX}]
 #   reward_model {"ground_truth": "34", "style": "rule-lean"}
 #   extra_info   {"index": "<uuid>"}, data_source "math_dapo", ability "MATH".
@@ -33,6 +34,9 @@ MATH_INSTRUCTION = "Please reason step by step, and put your final answer within
 # The deduplicated variant open-r1/DAPO-Math-17k-Processed has `prompt` as the bare problem
 # string and the answer in `solution` (also accepted).
 DAPO_HUB = "BytedTsinghua-SIA/DAPO-Math-17k"
+# A commit public code pins beside data/dapo-math-17k.parquet's size and sha256 (found by
+# search; not read from the hub here).
+DAPO_REVISION = "65877096c24ffa7abc4e4fa5edb95cf3413a5674"
 DAPO_PROMPT = "prompt"
 DAPO_REWARD = "reward_model"  # ["ground_truth"]
 DAPO_SOLUTION = "solution"  # processed variant
@@ -43,19 +47,35 @@ DAPO_PREFIX = (
 )
 DAPO_SUFFIX = 'Remember to put your answer on its own line after "Answer:".'
 
-# AIME 2024 + 2025. Mirrors differ: math-ai/aime24 (problem, solution = boxed answer, id, url),
-# math-ai/aime25 (problem, answer, id), HuggingFaceH4/aime_2024 (id, problem, solution,
-# answer, url, year), Maxwell-Jia/AIME_2024 (ID, Problem, Solution, Answer),
-# opencompass/AIME2025 (question, answer). The first present alias wins.
+# AIME 2024 + 2025, the study's sources (Moenupa/SDPO-CL, data/format/math.py and docs/DATA.md):
+# math-ai/aime24 (id, problem, solution = the boxed answer, url) and math-ai/aime25 (problem,
+# answer, id), each one test.jsonl, split "test". Other mirrors differ: HuggingFaceH4/aime_2024
+# (id, problem, solution, answer, url, year), Maxwell-Jia/AIME_2024 (ID, Problem, Solution,
+# Answer), opencompass/AIME2025 (question, answer), the AI-MO copies (answer "025"). The first
+# present alias wins.
 AIME_HUB = ("math-ai/aime24", "math-ai/aime25")
+# main's commits as public dataset cards record them, with 30 rows each (found by search; not
+# read from the hub here).
+AIME_REVISIONS = (
+    "83a7f387baaa524a8bda0022eac0541582297103",
+    "563bb8404243c5f09de6ec262f2db674fe5bce9b",
+)
 AIME_PROBLEM = ("problem", "Problem", "question")
 AIME_ANSWER = ("answer", "Answer")
 AIME_SOLUTION = ("solution", "Solution")  # fallback: a boxed or short final answer
 AIME_ID = ("id", "ID", "problem_idx", "url")
 
-# MATH-500 (HuggingFaceH4/MATH-500, split "test"):
+# MATH-500: the study reads math-ai/math500 (data/format/math.py; problem, answer), a copy of
+# HuggingFaceH4/MATH-500 (split "test", test.jsonl):
 #   problem, solution, answer, subject, level (int 1-5), unique_id ("test/precalculus/807.json").
-MATH500_HUB = "HuggingFaceH4/MATH-500"
+# No commit of math-ai/math500 could be verified here: data.options.math500.revision must name
+# one (`cptlab fetch-data` prints the commit main is at). HuggingFaceH4/MATH-500 at
+# MATH500_H4_REVISION (a commit public code pins) is the other source:
+# {path: HuggingFaceH4/MATH-500, revision: <it>}.
+MATH500_HUB = "math-ai/math500"
+MATH500_REVISION = None
+MATH500_H4_HUB = "HuggingFaceH4/MATH-500"
+MATH500_H4_REVISION = "6e4ed1a2a79af7d8630a6b768ec859cb5af4d3be"
 MATH500_PROBLEM = "problem"
 MATH500_ANSWER = "answer"
 MATH500_ID = "unique_id"
@@ -166,15 +186,22 @@ def _convert_math500(raw: dict, ctx: RowContext, load: Load) -> dict:
 
 ENTRIES = (
     Benchmark("dapo_math", "math", "train", "math_boxed",
-              Recipe("dapo_math", "math", Source(DAPO_HUB, split="train"), MATH_PROMPT,
+              Recipe("dapo_math", "math",
+                     Source(DAPO_HUB, split="train", revision=DAPO_REVISION), MATH_PROMPT,
                      _convert_dapo, keep=_keep_dapo, columns=(DAPO_PROMPT, DAPO_REWARD,
                      DAPO_SOLUTION), options={"dedupe": True}),
               "DAPO-Math-17k, deduplicated", study_verifier="study_math"),
     Benchmark("aime", "math", "id", "math_boxed",
-              Recipe("aime", "math", Source(AIME_HUB, split="test"), MATH_PROMPT, _convert_aime),
+              Recipe("aime", "math", Source(AIME_HUB, split="test", revision=AIME_REVISIONS),
+                     MATH_PROMPT, _convert_aime,
+                     published=(Published(60, 60, "AIME 2024 I+II and 2025 I+II, 30 problems "
+                                          "a year", rows=60),)),
               "AIME 2024 + 2025 (one source per year)", study_verifier="study_math"),
     Benchmark("math500", "math", "ood", "math_boxed",
-              Recipe("math500", "math", Source(MATH500_HUB, split="test"), MATH_PROMPT,
-                     _convert_math500),
+              Recipe("math500", "math",
+                     Source(MATH500_HUB, split="test", revision=MATH500_REVISION),
+                     MATH_PROMPT, _convert_math500,
+                     published=(Published(500, 500, "MATH-500 (Lightman et al. 2023)",
+                                          rows=500),)),
               "MATH-500", study_verifier="study_math"),
 )  # fmt: skip

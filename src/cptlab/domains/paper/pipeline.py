@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
@@ -23,9 +24,12 @@ from cptlab.domains.paper.common import (
     RowContext,
     check_sample_size,
     holdout_split,
+    is_hub_name,
     open_source,
+    path_specs,
 )
-from cptlab.domains.registry import Prompt, Source
+from cptlab.domains.paper.hub import HubRepo
+from cptlab.domains.registry import Prompt, Published, Source
 from cptlab.errors import InputError
 
 
@@ -78,6 +82,8 @@ class Recipe:
     check:   (load) -> None, raising ValueError for option values the entry does not take.
     options: the entry's own options and their defaults; any other option is an error.
     needs_path: the error when no `path` is given and the source has no hub copy.
+    published: the row counts published for the entry (`registry.Published`), each for the
+             option values it names; the first that holds for a load applies.
     """
 
     name: str
@@ -94,6 +100,12 @@ class Recipe:
     check: Callable[[Load], None] | None = None
     options: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     needs_path: str | None = None
+    published: tuple[Published, ...] = ()
+
+    def published_for(self, options: Mapping[str, Any]) -> Published | None:
+        """The published count that holds for a load with `options` (None: none does)."""
+        settings = {**self.defaults(), **options}
+        return next((p for p in self.published if p.holds_for(settings)), None)
 
     def defaults(self) -> dict[str, Any]:
         """Every option the entry takes, with its default."""
@@ -140,22 +152,47 @@ class Recipe:
             positions = [i for i in positions if i in chosen]
         return run.finish(positions, n, seed, lambda raw, ctx: self.convert(raw, ctx, load))
 
+    def hub_repos(self, path: PathSpec = None, revision: str | dict | None = None) -> list[HubRepo]:
+        """The hub repositories a load with `path` reads (none for local files), each at
+        `revision` (the `revision` option: one commit, or {hub id: commit}) or the Source's
+        pinned commit."""
+        if path is not None:
+            items = [path] if isinstance(path, str | Path) else list(path)
+            named = [str(item) for item in items if is_hub_name(item)]
+            return [s for s in path_specs(self.name, named, revision) if isinstance(s, HubRepo)]
+        if isinstance(revision, str) and len(self.source.repos()) > 1:
+            raise InputError(
+                f"{self.name}: {len(self.source.repos())} hub repositories: give "
+                f"data.options.{self.name}.revision as {{hub id: commit}}"
+            )
+        repos = []
+        for repo, pinned in self.source.repos():
+            given = revision.get(repo) if isinstance(revision, dict) else revision
+            files = self.source.files
+            repos.append(HubRepo(self.name, repo, given or pinned, files, self.source.gated))
+        if isinstance(revision, dict) and set(revision) - {r.repo for r in repos}:
+            raise InputError(
+                f"{self.name}: data.options.{self.name}.revision names "
+                f"{sorted(set(revision) - {r.repo for r in repos})}, not among its hub "
+                f"repositories {[r.repo for r in repos]}"
+            )
+        return repos
+
     def _open(self, path: PathSpec, hub: dict) -> RawSource:
-        """`path`, or the Source's hub copy; the Source pins the revision and data files."""
+        """`path` (local files and folders, or hub names at the `revision` option), or the
+        Source's hub snapshots at their pinned commits."""
         if path is None and self.source.hub is None:
             raise InputError(self.needs_path or f"{self.name}: no path given and no hub copy")
-        kwargs = dict(hub.get("hub_kwargs") or {})
+        revision = hub.get("revision")
         if path is None:
-            if self.source.revision:
-                kwargs.setdefault("revision", self.source.revision)
-            if self.source.files:
-                kwargs.setdefault("data_files", list(self.source.files))
+            specs: list = self.hub_repos(None, revision)
+        else:
+            specs = path_specs(self.name, path, revision)
         return open_source(
             self.name,
-            path,
-            self.source.hub,
+            specs,
             config=hub.get("config", self.source.config),
             hub_split=hub.get("hub_split", self.source.split),
             cache_dir=hub.get("cache_dir"),
-            hub_kwargs=kwargs or None,
+            hub_kwargs=hub.get("hub_kwargs"),
         )

@@ -18,15 +18,18 @@ from cptlab.domains.paper.common import (
     slug,
 )
 from cptlab.domains.paper.pipeline import Holdout, Load, Recipe
-from cptlab.domains.registry import Benchmark, Prompt, Source
+from cptlab.domains.registry import Benchmark, Prompt, Published, Source
 
-# SciKnowEval (hicai-zju/SciKnowEval, one split "test"):
+# SciKnowEval (hicai-zju/SciKnowEval, one split "test"; at the pinned commit one config, "v2",
+# data/v2/sciknoweval_test_v2.jsonl; the study loads the repository without a revision):
 #   question, choices {"text": [...], "label": ["A", ...]}, answerKey "B",
 #   type ("mcq-4-choices", "mcq-2-choices", "true_or_false", "open-ended-qa", "filling",
 #   "relation_extraction"), domain ("Biology", "Chemistry", "Material", "Physics"),
 #   details {"level": "L1".."L5", "task", "subtask", "source"}, prompt {"default": ...}.
 # Some copies carry `level` at the top level instead of in `details` (both accepted).
 SCIKNOWEVAL_HUB = "hicai-zju/SciKnowEval"
+# The SciKnowEval V2 commit public code links to (found by search; not read from the hub here).
+SCIKNOWEVAL_REVISION = "92ef969ad0a8bd6e195e0ac18af2c46e307e0cc2"
 SKE_QUESTION = "question"
 SKE_CHOICES = "choices"  # {"text": [...], "label": [...]}
 SKE_ANSWER = "answerKey"
@@ -68,9 +71,14 @@ STUDY_ANSWER = "answer"
 STUDY_INDEX = "idx"
 
 
-# GPQA (Idavidrein/gpqa, config "gpqa_diamond", split "train"; also the CSV release):
+# GPQA (Idavidrein/gpqa, config "gpqa_diamond" = gpqa_diamond.csv, split "train"; gated: a token
+# whose account accepted its terms; also the CSV release):
 #   Question, Correct Answer, Incorrect Answer 1..3, Record ID, High-level domain, Subdomain.
+# Some questions repeat an incorrect option, and some options have leading or trailing spaces:
+# the study keeps both rows and spaces (its prompt inserts the texts as they are).
 GPQA_HUB = "Idavidrein/gpqa"
+# A commit public code pins, with gpqa_diamond.csv's sha256 (found by search; not read here).
+GPQA_REVISION = "633f5ee89ab8ad4522a9f850766b73f62147ffdd"
 GPQA_CONFIG = "gpqa_diamond"
 GPQA_QUESTION = "Question"
 GPQA_CORRECT = "Correct Answer"
@@ -214,6 +222,10 @@ def _convert_sciknoweval(raw: dict, ctx: RowContext, load: Load) -> dict:
     return canonical_row(load.recipe.name, "science", key, messages, answer, meta)
 
 
+# The study's Chemistry split (Moenupa/SDPO-CL @ d277934, datasets/sciknoweval/chemistry/).
+SKE_STUDY_ROWS = {"train": 1890, "test": 210}
+
+
 def _sciknoweval(name: str, part: str) -> Recipe:
     """SciKnowEval as the study prepares it: filter the hub rows by domain, level and type, then
     split each domain on its own (no de-duplication first, as in the study). `path` may also be
@@ -221,13 +233,18 @@ def _sciknoweval(name: str, part: str) -> Recipe:
     `<domain>.json`, split here; or its `train.json` / `test.json` with ``holdout=None``)."""
     return Recipe(
         name, "science",
-        Source(SCIKNOWEVAL_HUB, split="test",
+        Source(SCIKNOWEVAL_HUB, split="test", revision=SCIKNOWEVAL_REVISION,
                also="a local copy; the study's datasets/sciknoweval/<domain>.json or its splits"),
         SCIKNOWEVAL_PROMPT, _convert_sciknoweval, keep=_keep_sciknoweval,
         columns=(SKE_TYPE, SKE_DETAILS, SKE_LEVEL, SKE_DOMAIN, SKE_QUESTION, SKE_CHOICES,
                  SKE_ANSWER, STUDY_PROMPT, STUDY_SYSTEM, STUDY_ANSWER, STUDY_INDEX),
         holdout=Holdout(part), group=_group_sciknoweval,
         options={"levels": SKE_LEVELS, "types": SKE_TYPES, "domains": SKE_DOMAINS},
+        published=(Published(SKE_STUDY_ROWS[part], SKE_STUDY_ROWS[part],
+                             f"the study's Chemistry {part} split (its chemistry/{part}.json)",
+                             rows=SKE_STUDY_ROWS[part],
+                             options={"levels": SKE_LEVELS, "types": SKE_TYPES,
+                                      "domains": SKE_DOMAINS, "holdout": 0.1, "split_seed": 42}),),
     )  # fmt: skip
 
 
@@ -242,18 +259,20 @@ def gpqa_option_order(record_id: str, option_seed: int) -> list[int]:
 
 
 def _convert_gpqa(raw: dict, ctx: RowContext, load: Load) -> dict:
-    """Options shuffled per question with `option_seed` (default: the load's `seed`)."""
+    """Options shuffled per question with `option_seed` (default: the load's `seed`), then
+    formatted as the study's data/format/gpqa.py does: the texts as published (repeated
+    incorrect options kept, spaces kept), the answer the first letter whose text is the correct
+    answer's."""
     question = required_text(raw.get(GPQA_QUESTION), "Question")
-    choices = [required_text(raw.get(GPQA_CORRECT), GPQA_CORRECT)]
-    choices += [required_text(raw.get(k), k) for k in GPQA_INCORRECT]
-    if len(set(choices)) != len(choices):
-        raise BadRawRow("two options have the same text")
+    for field in (GPQA_CORRECT, *GPQA_INCORRECT):
+        required_text(raw.get(field), field)
+    choices = [str(raw[field]) for field in (GPQA_CORRECT, *GPQA_INCORRECT)]
     record_id = raw.get(GPQA_ID)
     key = slug(str(record_id)) if record_id else content_digest(question)
     shuffle_seed = load.seed if load["option_seed"] is None else load["option_seed"]
     order = gpqa_option_order(key, shuffle_seed)
     options = [choices[k] for k in order]
-    answer = LETTERS[order.index(0)]
+    answer = LETTERS[options.index(choices[0])]
     listed = ", ".join(f"{LETTERS[k]}) {text}" for k, text in enumerate(options))
     text = GPQA_PROMPT.format(problem=raw[GPQA_QUESTION], options=listed)
     meta = {
@@ -280,7 +299,10 @@ ENTRIES = (
               study_verifier="study_mcq_answer_tag"),
     Benchmark("gpqa_diamond", "science", "ood", "mcq_boxed_letter",
               Recipe("gpqa_diamond", "science",
-                     Source(GPQA_HUB, config=GPQA_CONFIG, split="train", also="the CSV release"),
-                     GPQA_FORMAT, _convert_gpqa, options={"option_seed": None}),
+                     Source(GPQA_HUB, config=GPQA_CONFIG, split="train",
+                            revision=GPQA_REVISION, gated=True, also="the CSV release"),
+                     GPQA_FORMAT, _convert_gpqa, options={"option_seed": None},
+                     published=(Published(198, 198, "GPQA-Diamond (Rein et al. 2023)",
+                                          rows=198),)),
               "GPQA-Diamond, options shuffled per seed", study_verifier="study_gpqa"),
 )  # fmt: skip

@@ -19,13 +19,13 @@ from cptlab.domains.paper.common import (
     check_hub_options,
     drop_none,
     json_value,
-    looks_local,
     open_source,
     required_text,
     slug,
 )
 from cptlab.domains.paper.pipeline import Holdout, Load, Recipe
-from cptlab.domains.registry import Benchmark, Prompt, Source
+from cptlab.domains.registry import Benchmark, Prompt, Published, Source
+from cptlab.errors import InputError
 
 # ToolAlpaca (github.com/tangqiaoyu/ToolAlpaca: data/train_data.json, data/eval_simulated.json,
 # data/eval_real.json; no canonical hub copy): a JSON list of API entries
@@ -91,16 +91,16 @@ def toolalpaca_prompt(api: dict, instruction: str) -> str:
     return user["content"]
 
 
-# BFCL v4 (github.com/ShishirPatil/gorilla, berkeley-function-call-leaderboard/bfcl_eval/data;
-# also the hub repo gorilla-llm/Berkeley-Function-Calling-Leaderboard). Two JSONL files
-# (named .json): BFCL_v4_multiple.json with
+# BFCL v4 (github.com/ShishirPatil/gorilla, berkeley-function-call-leaderboard/bfcl_eval/data,
+# the file the study names in its docs/DATA.md; the hub repo
+# gorilla-llm/Berkeley-Function-Calling-Leaderboard holds v3's files, not v4's). Two JSONL
+# files (named .json): BFCL_v4_multiple.json with
 #   id "multiple_0", question [[{"role": "user", "content": ...}]] (turns of messages),
 #   function [{"name", "description", "parameters": {"type": "dict", "properties", "required"}}]
 # and possible_answer/BFCL_v4_multiple.json with
 #   id, ground_truth [{function name: {argument: [allowed values]}}] ("" marks optional).
 BFCL_FILE = re.compile(r"BFCL_v\d+_multiple\.json$")
 BFCL_ANSWER_DIR = "possible_answer"
-BFCL_HUB = "gorilla-llm/Berkeley-Function-Calling-Leaderboard"
 BFCL_ID = "id"
 BFCL_QUESTION = "question"
 BFCL_FUNCTION = "function"
@@ -266,6 +266,8 @@ def _toolalpaca(name: str, part: str) -> Recipe:
         expand=_expand_toolalpaca,
         needs_path=f"{name}: ToolAlpaca has no canonical hub copy; pass path= (the ToolAlpaca "
         "repo's data/train_data.json or data/eval_simulated.json)",
+        published=(Published(68, 68, "the study's ToolAlpaca test set (its tooluse/test.json)",
+                             rows=68, options={"holdout": None}),) if part == "test" else (),
     )  # fmt: skip
 
 
@@ -295,36 +297,18 @@ def _bfcl_files(dataset: str, path: Path, answer_path: str | None) -> tuple[Path
 def _open_bfcl(load: Load, path: PathSpec) -> RawSource:
     """The questions; their possible answers, read alongside, go to `load.state["truth"]`.
 
-    `path`: the BFCL data folder (with possible_answer/), the question file (its answers
-    beside it in possible_answer/, or `answer_path`), or a hub repo (default: the BFCL hub
-    repo's BFCL_v{version}_multiple.json and possible_answer/ files, fetched with
-    `huggingface_hub.hf_hub_download`; `hub_kwargs` go to it, e.g. `revision`).
+    `path`: gorilla's BFCL data folder (with possible_answer/), or the question file (its
+    answers beside it in possible_answer/, or `answer_path`).
     """
     name, hub = load.recipe.name, load.hub
     check_hub_options(name, hub)
-    local = Path(str(path)).expanduser() if isinstance(path, str | Path) else None
-    if local is not None and local.exists():
-        questions_file, answers_file = _bfcl_files(name, local, load["answer_path"])
-        questions = open_source(name, str(questions_file), None)
-        answers = open_source(name, str(answers_file), None)
-    else:
-        if local is not None and looks_local(str(path)):
-            raise FileNotFoundError(f"{name}: {path} does not exist")
-        # The hub repo's JSON files are fetched as files (from the HF cache when offline) and
-        # read like local ones: `datasets` cannot unify their per-row function schemas.
-        from huggingface_hub import hf_hub_download
-
-        repo = str(path) if path is not None else BFCL_HUB
-        file = f"BFCL_v{load['version']}_multiple.json"
-        fetched = [
-            hf_hub_download(repo, f, repo_type="dataset", cache_dir=hub.get("cache_dir"),
-                            **(hub.get("hub_kwargs") or {}))
-            for f in (file, f"{BFCL_ANSWER_DIR}/{file}")
-        ]  # fmt: skip
-        questions, answers = (
-            open_source(name, fetched[0], None),
-            open_source(name, fetched[1], None),
-        )
+    if path is None:
+        raise InputError(load.recipe.needs_path)
+    if not isinstance(path, str | Path) or not Path(path).expanduser().exists():
+        raise FileNotFoundError(f"{name}: {path} does not exist")
+    questions_file, answers_file = _bfcl_files(name, Path(path).expanduser(), load["answer_path"])
+    questions = open_source(name, [questions_file])
+    answers = open_source(name, [answers_file])
     truth = load.state["truth"] = {}
     for i, raw in answers.iter_rows():
         if isinstance(raw, BadRawRow) or raw.get(BFCL_ID) is None:
@@ -392,8 +376,12 @@ ENTRIES = (
               "ToolAlpaca, held out", study_verifier="study_react_tool"),
     Benchmark("bfcl_multiple", "tool", "ood", "bfcl_ast",
               Recipe("bfcl_multiple", "tool",
-                     Source(BFCL_HUB, also="gorilla's bfcl_eval/data folder or its files"),
+                     Source(also="gorilla's bfcl_eval/data folder or its files (no hub copy "
+                            "of v4)"),
                      BFCL_PROMPT, _convert_bfcl, open=_open_bfcl,
-                     options={"answer_path": None, "version": 4}),
+                     options={"answer_path": None},
+                     needs_path="bfcl_multiple: BFCL v4 has no hub copy; pass path= (gorilla's "
+                     "berkeley-function-call-leaderboard/bfcl_eval/data folder)",
+                     published=(Published(200, 200, "BFCL v4's multiple category", rows=200),)),
               "BFCL v4 'multiple' category, the official AST checker"),
 )  # fmt: skip
