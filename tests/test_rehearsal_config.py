@@ -120,6 +120,8 @@ def test_every_rehearsal_job_gets_the_native_kernels(tmp_path) -> None:
     commands = [c for c in shown if c != "None"]  # rule all
     assert len(commands) > 50
     assert all(c.startswith("CPTLAB_CPU_KERNELS=native ") for c in commands), commands[:3]
+
+
 def test_without_the_study_rows_the_rehearsal_reads_its_fixtures(tmp_path, monkeypatch, caplog):
     """A user's clone has no ../shared/study-data/: each benchmark that reads it there falls
     back to its `fallback_path` (a fixture of the project), unchecked, said in one warning.
