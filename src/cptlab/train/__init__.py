@@ -17,6 +17,7 @@ rollout_is.py          rollout importance sampling: vLLM's sampling against the 
 vllm_sync.py           the weight sync of colocated vLLM rollouts on vLLM's CPU build
 distributed.py         helpers for code run on one process or many (DeepSpeed ZeRO-3 gathering)
 state.py               the resumable state folder
+peak_memory.py         a job's measured memory, for the memory model (cptlab.memory)
 stage.py               train_stage(): a whole stage, in four steps (rows, resume, run, manifest)
 cli.py                 the `train-stage` subcommand
 """
