@@ -94,7 +94,7 @@ def test_stage_writes_checkpoint_log_and_manifest_last(world):
     assert lines[0]["kl_to_start"] >= 0 and lines[-1]["kl_to_start"] > 0
     assert (world["dir"] / "plain" / "state" / "checkpoint-4").is_dir()  # state outside out
     # training.measure_memory: the process's measured memory (cptlab.train.peak_memory): the
-    # model and the optimizer's state live at a step's start, more at the peak; the largest
+    # model and the optimizer's state live after a step, more at the peak; the largest
     # forward with gradient
     (memory,) = manifest["memory"]
     assert memory["device"] == "cpu" and 0 < memory["state_bytes"] < memory["peak_bytes"]

@@ -13,9 +13,10 @@ which the model counts as gpu_memory_utilization x the device's memory.
 
 Recorded per process (`record()`):
   device        "cuda" or "cpu"
-  state_bytes   torch bytes live at the start of the last step: weights, teacher, optimizer
-                state (the model's resident terms, less vLLM's and CUDA's); ZeRO-2 makes its
-                gradient partition at a step's first backward and frees it after the step
+  state_bytes   the most torch bytes live at the end of an optimizer step: weights, teacher,
+                optimizer state (what the model holds between steps, less vLLM's and CUDA's);
+                ZeRO-2 makes its gradient partition at a step's first backward and frees it
+                after the step, and Adam's moments appear at the first step
   peak_bytes    the most torch bytes live at once during training
   forwards      the largest forward of each kind: `grad` (the student with gradient), `nograd`
                 (the student in training mode without: SDPO's rollout weights), `eval` (the
@@ -178,8 +179,10 @@ class StageMemory(TrainerCallback):
     def _live(self) -> int:
         return torch.cuda.memory_allocated() if self.cuda else self.bytes.live
 
-    def on_step_begin(self, args, state, control, **kwargs):
-        self.state = self._live()
+    def on_step_end(self, args, state, control, **kwargs):
+        # after the optimizer step: Adam's moments exist (made at the first step), the gradients
+        # are freed (ZeRO-2 releases its partition after the step)
+        self.state = max(self.state, self._live())
 
     def _note(self, kind: str, args: tuple, kwargs: dict) -> None:
         size = _forward_size(args, kwargs)
