@@ -230,16 +230,19 @@ def test_without_sleep_mode_vllm_is_resident():
 
 
 def test_a_job_over_its_gpu_fails_the_plan_naming_it(tmp_path, capsys):
+    deepspeed = with_deepspeed(tmp_path, grad_accum_dtype="bf16")["training"]["deepspeed"]
     config = tmp_path / "small.yaml"
     config.write_text(
         f"extends: {Path('config/paper.yaml').resolve()}\n"
         "resources: {train: {gpu_memory_gib: 36}, evaluate: {gpu_memory_gib: 36}}\n"
+        f"training: {{deepspeed: {deepspeed}}}\n"
     )
     assert main(["plan-memory", "--config", str(config)]) == 2
     failures = [line for line in capsys.readouterr().err.splitlines() if "does not fit" in line]
     # vLLM's share shrinks with the GPU (0.3 x 36 GiB), so GRPO (27 GiB) and the evaluation
-    # (0.85 x 36 + 3) fit; the SDPO jobs' loss and backward (14.05 GiB) over the 23.60 GiB they
-    # hold between steps do not. One line each: the job, its prediction and the GPU's memory.
+    # (0.85 x 36 + 3) fit; the SDPO jobs' loss and backward (14.05 GiB with gradients accumulated
+    # in bf16) over the 23.60 GiB they hold between steps do not. One line each: the job, its
+    # prediction and the GPU's memory.
     assert [line.split(": does not fit: ")[1].split(" (")[0] for line in failures] == [
         "train sdpo_frozen", "train sdpo_ema5", "train sdpo_frozen_cot"
     ]  # fmt: skip

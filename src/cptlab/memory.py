@@ -584,7 +584,7 @@ def job_lines(job: JobMemory) -> list[str]:
     """The job's terms, its moments and its peak against its GPU."""
     where = "per GPU" if job.limit is not None else "per process"
     lines = [f"{job.kind} {job.name}: {', '.join(job.jobs) or 'each job'}; {where}"]
-    lines.append("  resident:")
+    lines.append("  held between steps:")
     lines += [f"    {t.name:<22} {_gib(t.bytes):>12}   {t.how}" for t in job.resident]
     resident = sum(t.bytes for t in job.resident)
     lines.append(f"    {'together':<22} {_gib(resident):>12}")
