@@ -257,6 +257,7 @@ def test_the_command_prints_every_term(capsys):
     for name in names:
         assert f"    {name}" in out or f"+ {name}" in out, name
     assert out.count("fits") == 5 and "4,022,468,096 parameters" in out
+    assert "drift: not modelled" in out  # its GPU jobs are said to be left out
 
 
 def test_the_models_defaults_are_the_frameworks(monkeypatch):

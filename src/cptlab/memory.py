@@ -625,6 +625,13 @@ def report(config: Mapping, source: str) -> tuple[list[str], list[str]]:
             failures.append(
                 f"{job.kind} {job.name} ({', '.join(job.jobs) or 'each job'}): {reason}"
             )
+    from cptlab.resources import rule_resources
+
+    if rule_resources(config, "drift")["gpu"]:
+        lines.append(
+            "drift: not modelled (its GPU holds one weight matrix pair and its SVD factors at a "
+            "time, and a sentence embedder)"
+        )
     return lines, failures
 
 
