@@ -34,7 +34,7 @@ EVAL_KEYS = {
     "benchmark", "domain", "split", "checkpoint", "accuracy", "ci_low", "ci_high", "n",
     "too_long", "samples", "temperature", "top_p", "backend", "seed", "seconds",
     "tokens_generated", "test_pass_fraction", "test_pass_fraction_ci_low",
-    "test_pass_fraction_ci_high",
+    "test_pass_fraction_ci_high", "memory",
 }  # fmt: skip
 MAX_TOKENS = 8
 EVEN_ID = "tiny_even_id"
@@ -139,6 +139,9 @@ def test_eval_json_and_responses(world):
     assert (record["samples"], record["temperature"], record["backend"]) == (1, 0.0, "hf")
     assert 6 <= record["tokens_generated"] <= 6 * MAX_TOKENS
     assert record["seconds"] > 0
+    # the process's peak resident memory so far, the memory model's measure (rehearsal results)
+    assert record["memory"]["device"] == "cpu"
+    assert 0 < record["memory"]["peak_rss_bytes"] < record["memory"]["host_total_bytes"]
     # its verifier counts no tests
     assert [record[k] for k in PASS_FRACTION_KEYS] == [None] * 3
     assert not any("test_pass_fractions" in x for x in lines)
@@ -293,6 +296,8 @@ def test_a_split_benchmark_merges_to_what_one_job_gives(world, tmp_path):
     assert {k: merged[k] for k in same} == {k: one_job[k] for k in same}
     assert merged["shards"] == 4 and merged["checkpoint"] == str(split.base_dir)
     assert merged["tokens_generated"] == one_job["tokens_generated"]
+    shards = [json.loads(split.shard_files("math_ood", i, 4)[0].read_text()) for i in range(1, 5)]
+    assert merged["memory"] == max((s["memory"] for s in shards), key=lambda m: m["peak_rss_bytes"])
 
 
 def test_a_shard_the_config_does_not_name_is_refused(world, tmp_path):

@@ -1,7 +1,8 @@
 """What `make rehearsal` must have produced (it runs this file after the workflow): every stage of
 config/rehearsal.yaml trained on colocated vLLM rollouts under ZeRO-2 in 2 processes, every
 checkpoint evaluated on every benchmark by the vLLM backend at avg@k, and the report written.
-A stage that fell back to HF generation, or an evaluation by another backend, fails here."""
+A stage that fell back to HF generation, or an evaluation by another backend, fails here. Each
+job's measured memory is the memory model's (cptlab.memory, `cptlab plan-memory`)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,11 @@ from pathlib import Path
 import pytest
 
 from cptlab.layout import Layout
+from cptlab.memory import evaluation_memory, measured_shape, step_shape, training_memory
+from cptlab.model_sizes import Architecture
 from cptlab.plan import Plan, eval_benchmarks
 from cptlab.resources import rule_resources
+from cptlab.train.spec import resolve_stage
 from cptlab.validation import load_config
 
 pytestmark = pytest.mark.rehearsal
@@ -123,3 +127,56 @@ def test_math_rewards_in_this_environment_are_the_same_at_the_papers_worker_coun
         VerifierReward(rows, workers=n)(None, texts, list(range(len(rows)))) for n in (1, workers)
     ]
     assert rewards[0] == rewards[1] and sum(rewards[0]) >= 0.8 * len(rows)
+
+
+# The memory model against each job's measurement (docs/rehearsal.md, "Each job's memory"). A
+# training process records the most torch bytes it holds after an optimizer step, its peak, and
+# the sizes of its largest forwards (cptlab.train.peak_memory: on the CPU a count of every
+# storage torch creates, vLLM's engine left out). The model, evaluated at those sizes without
+# vLLM's and CUDA's terms, must match both within the tolerances below, which leave room over
+# the single stages of docs/notebook/memory.md (0.92-1.04): the held bytes are the model's
+# arithmetic on the parameters (weights, ZeRO-2's fp32 master and Adam shards, the teacher) plus
+# a few kB of bookkeeping; the peak adds the largest moment of a step, which on these sizes is
+# the fused LM head's CPU fallback (GRPO's update, SDPO's rollout weights). At the config's
+# sizes (every prompt and completion at its limit) the model must bound the measurement from
+# above: an underestimate is the failure that matters on a GPU. Evaluations: vLLM's CPU build
+# sizes the process to gpu_memory_utilization x its memory node (the KV cache is the rest), so
+# the process's peak resident memory is that share, plus what generation and scoring add.
+STATE_TOLERANCE = 0.10  # |measured / predicted - 1|
+PEAK_RANGE = (0.8, 1.25)  # measured / predicted
+EVAL_PEAK_RANGE = (0.95, 1.25)
+ARCH = Architecture.from_config(
+    json.loads((ROOT / CONFIG["base"]["path"] / "config.json").read_text())
+)
+
+
+@pytest.mark.parametrize("method, seed, stage, domain", STAGES)
+def test_each_stages_measured_memory_is_the_models(method, seed, stage, domain):
+    manifest = json.loads(LAYOUT.stage_manifest(method, seed, stage, domain).read_text())
+    settings = resolve_stage(CONFIG, method, domain)
+    world = manifest["world_size"]
+    at_limits = training_memory(settings, ARCH, world, step_shape(settings, world), None, False)
+    for rank, measured in enumerate(manifest["memory"]):
+        assert measured["device"] == "cpu"
+        shape = measured_shape(settings, measured["forwards"])
+        job = training_memory(settings, ARCH, world, shape, None, on_gpu=False)
+        resident = sum(t.bytes for t in job.resident)
+        where = f"rank {rank}: measured {measured}, predicted resident {resident:.0f}"
+        assert abs(measured["state_bytes"] / resident - 1) <= STATE_TOLERANCE, where
+        ratio = measured["peak_bytes"] / job.peak
+        assert PEAK_RANGE[0] <= ratio <= PEAK_RANGE[1], (
+            f"{where}, peak {job.peak:.0f} at {job.peak_moment.name!r}: {ratio:.2f}"
+        )
+        assert measured["peak_bytes"] <= at_limits.peak, where
+
+
+@pytest.mark.parametrize("method, seed, stage", CHECKPOINTS)
+def test_each_evaluations_peak_is_vllms_share_of_the_machine(method, seed, stage):
+    records = [
+        json.loads(LAYOUT.eval_file(benchmark.name, method, seed, stage).read_text())
+        for benchmark in eval_benchmarks(CONFIG)
+    ]
+    memory = max((r["memory"] for r in records), key=lambda m: m["peak_rss_bytes"])
+    job = evaluation_memory(CONFIG, ARCH, memory["memory_node_total_bytes"], on_gpu=False)
+    ratio = memory["peak_rss_bytes"] / job.peak
+    assert EVAL_PEAK_RANGE[0] <= ratio <= EVAL_PEAK_RANGE[1], (memory, job.peak, ratio)

@@ -67,7 +67,9 @@ def run(world, name, method="grpo", config=None, domain="math", **kwargs):
 
 
 def test_stage_writes_checkpoint_log_and_manifest_last(world):
-    manifest = run(world, "plain")
+    config = json.loads(json.dumps(world["config"]))
+    config["training"]["measure_memory"] = True
+    manifest = run(world, "plain", config=config)
     out = world["dir"] / "plain" / "out"
     assert manifest == read_manifest(out)
     assert manifest["status"] == "complete" and manifest["steps_done"] == 4
@@ -91,6 +93,12 @@ def test_stage_writes_checkpoint_log_and_manifest_last(world):
         assert key in lines[-1], key
     assert lines[0]["kl_to_start"] >= 0 and lines[-1]["kl_to_start"] > 0
     assert (world["dir"] / "plain" / "state" / "checkpoint-4").is_dir()  # state outside out
+    # training.measure_memory: the process's measured memory (cptlab.train.peak_memory): the
+    # model and the optimizer's state live after a step, more at the peak; the largest
+    # forward with gradient
+    (memory,) = manifest["memory"]
+    assert memory["device"] == "cpu" and 0 < memory["state_bytes"] < memory["peak_bytes"]
+    assert memory["forwards"]["grad"]["rows"] >= 1 and "eval" in memory["forwards"]  # KL probe
 
 
 class Kill(TrainerCallback):
@@ -322,6 +330,8 @@ def test_cli_trains_a_stage(world, capsys):
         f"--data {world['data'] / 'tiny_train.jsonl'}".split()
     )
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["status"] == "complete"
+    # training.measure_memory is off by default: nothing measured
+    assert read_manifest(world["dir"] / "cli" / "out")["memory"] is None
 
 
 def test_sft_trains_on_the_reference_answers(world):

@@ -27,6 +27,8 @@ plan.py              the experiment's shape: data sets, benchmark lists, chains 
 provenance.py        what each job depends on (settings, code hash); `commit-provenance`
 resources.py         per-rule compute (threads, GPUs, runtime, memory, launcher)
 workload.py          `cptlab plan-hours`: every job's estimated work against its time limit
+memory.py            `cptlab plan-memory`: each GPU job's predicted peak against its GPU
+model_sizes.py       a decoder's sizes: parameters, KV cache, activations (for memory.py)
 site.py              what a config asks of the machine, checked before the first job
 locks.py             freeing the lock of a Snakemake run killed with -9
 slurm.py             SLURM jobs a killed run left queued or running: the next run waits

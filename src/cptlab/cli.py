@@ -35,6 +35,7 @@ COMMAND_MODULES = (
     "cptlab.config_reference",
     "cptlab.provenance",
     "cptlab.workload",
+    "cptlab.memory",
 )
 
 

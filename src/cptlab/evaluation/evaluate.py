@@ -40,6 +40,7 @@ from cptlab.evaluation.settings import EvalSettings
 from cptlab.layout import Layout
 from cptlab.plan import Plan, builds_base, eval_benchmarks
 from cptlab.rows import RowError, read_jsonl
+from cptlab.train.peak_memory import process_memory
 from cptlab.verifiers import Verdict
 
 
@@ -227,6 +228,7 @@ def evaluate_benchmark(
     record = eval_record(
         benchmark, checkpoint, settings, responses, too_long, seconds, stats["tokens_generated"]
     )
+    record["memory"] = process_memory()  # the job's so far (cptlab.train.peak_memory)
     write_evaluation(record, responses, Path(out), Path(responses_out))
     return record
 
@@ -379,6 +381,9 @@ def merge_shards(
         sum(r["tokens_generated"] for r in records),
     )
     record["shards"] = count
+    measured = [r["memory"] for r in records if r.get("memory")]
+    if measured:  # each shard is a job of its own: the largest
+        record["memory"] = max(measured, key=lambda m: m.get("peak_rss_bytes") or 0)
     write_evaluation(
         record,
         responses,

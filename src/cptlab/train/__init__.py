@@ -19,6 +19,7 @@ vllm_sync.py           the weight sync of colocated vLLM rollouts on vLLM's CPU 
 distributed.py         helpers for code run on one process or many (DeepSpeed ZeRO-3 gathering)
 state.py               the resumable state folder
 handoff.py             the weights a stage hands on: the model's, or DeepSpeed's fp32 masters
+peak_memory.py         a job's measured memory, for the memory model (cptlab.memory)
 stage.py               train_stage(): a whole stage, in four steps (rows, resume, run, manifest)
 cli.py                 the `train-stage` subcommand
 """

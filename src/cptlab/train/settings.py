@@ -220,6 +220,11 @@ class TrainingSettings(SettingsSection):
             probe (kl_probe.prompts > 0).
         collapse (`CollapseSettings`, *optional*):
             The collapse monitor; see `CollapseSettings`.
+        measure_memory (`bool`, *optional*, defaults to `False`):
+            Record each process's measured memory in the stage manifest (`memory`:
+            cptlab.train.peak_memory), which the memory model (`cptlab plan-memory`) is checked
+            against. On CUDA torch's allocator statistics, free; on a CPU a count of every
+            tensor torch creates, which makes a small model's training about twice as slow.
     """
 
     steps: int = 50
@@ -263,6 +268,7 @@ class TrainingSettings(SettingsSection):
     kl_probe: KLProbeSettings = field(default_factory=KLProbeSettings)
     kl_budget: float | None = None
     collapse: CollapseSettings = field(default_factory=CollapseSettings)
+    measure_memory: bool = False
 
     def with_overrides(self, overrides: Mapping) -> TrainingSettings:
         """These settings with `overrides` (the config's `training`, a method's `training`)

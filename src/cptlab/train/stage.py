@@ -9,6 +9,7 @@ state_dir/           resumable trainer state (see state.py); rerunning after a k
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -45,6 +46,7 @@ from cptlab.train.handoff import (
 )
 from cptlab.train.mixin import StageRecorder, tied_copies
 from cptlab.train.monitor import CollapseMonitor
+from cptlab.train.peak_memory import StageMemory
 from cptlab.train.probe import KLProbe
 from cptlab.train.replay import replayed_prompts, stage_row_indices
 from cptlab.train.rewards import UnscorableGuard, VerifierReward, check_verifiers
@@ -441,6 +443,8 @@ class StageRun:
         stopped (`dict`, *optional*): why the stage stopped early (collapse action `stop`).
         ranks (`list[dict]`, *optional*): each process's student and teacher digests.
         train_seconds (`float`): time spent training.
+        memory (`list[dict]`, *optional*): each process's measured memory
+            (cptlab.train.peak_memory.StageMemory; None: not measured, or nothing trained).
     """
 
     trainer: CptGRPOTrainer | CptSDPOTrainer | CptSFTTrainer
@@ -451,6 +455,7 @@ class StageRun:
     stopped: dict | None
     ranks: list[dict] | None
     train_seconds: float
+    memory: list[dict] | None = None
 
 
 def prepare_rows(
@@ -527,8 +532,12 @@ def run_stage(
     trainer.recorder.monitor.resume_at(resume_step)
     finished = resume is not None and resume_step >= settings.optimizer_steps
     train_started = time.perf_counter()
+    memory = None
     if not finished:
-        trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+        measuring = settings.training.measure_memory
+        with StageMemory(trainer) if measuring else contextlib.nullcontext() as measured:
+            trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+        memory = gather_object([measured.record()]) if measuring else None
     train_seconds = time.perf_counter() - train_started
     stopped = trainer.recorder.stopped
     steps_done = resume_step if finished else trainer.state.global_step
@@ -557,7 +566,7 @@ def run_stage(
         export_weights(source, out, model, masters)
     state.wait_for_everyone()
     return StageRun(
-        trainer, resume, finished, steps_done, weights_step, stopped, ranks, train_seconds
+        trainer, resume, finished, steps_done, weights_step, stopped, ranks, train_seconds, memory
     )
 
 
@@ -624,6 +633,8 @@ def write_stage_manifest(
         # in-memory weights at the end of training, per process (None: nothing was trained)
         "ranks": run.ranks and {key: [r[key] for r in run.ranks] for key in run.ranks[0]},
         "versions": _versions(),
+        # each process's measured memory (training.measure_memory; cptlab.train.peak_memory)
+        "memory": run.memory,
         "train_seconds": round(run.train_seconds, 3),
         "seconds": round(time.perf_counter() - started, 3),
     }
