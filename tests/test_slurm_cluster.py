@@ -22,11 +22,11 @@ either.
   evaluation on 1, every program they start behind a probe (tests/slurm_gpu_probe.py): each
   command runs once, its launcher starts 2 processes, the job's environment holds its GPUs,
   accounting shows one task.
-- Four drills on stages of SFT (its weights move, unlike the smoke config's RL stages, whose
-  zero rewards leave them as they were), each against one uninterrupted local run: scancel of a
+- Five drills on stages of SFT (its weights move, unlike the smoke config's RL stages, whose
+  zero rewards leave them as they were), four against one uninterrupted local run: scancel of a
   training job; a training job past its time limit; the Snakemake controller killed with -9
   while its jobs are queued and running, then the same command again; the accounting database
-  stopped while a job runs.
+  stopped while a job runs; and, last and alone, slurmctld stopped while a job runs.
 
 The long runs overlap (fixture `runs`): the two smoke runs start together, and the drills as
 soon as the local one has made their data and base. The SLURM run leaves the CPUs idle while
@@ -320,6 +320,7 @@ class Runs:
     on_slurm: Run  # and with it
     drills: dict[str, Future]  # each drill's outcome, and the uninterrupted reference's
     drills_began: float  # time.monotonic() when they were started
+    template: Path  # the drills' workflow, with the data and base of the local run
 
 
 @pytest.fixture(scope="module")
@@ -350,7 +351,7 @@ def runs(cluster, tmp_path_factory) -> Iterator[Runs]:
     for name, drill in drill_runs.items():
         work = tmp_path_factory.mktemp(name.replace(" ", "_")) / "workflow"
         drills[name] = pool.submit(drill, shutil.copytree(template, work, symlinks=True))
-    yield Runs(plan, local, on_slurm, drills, began)
+    yield Runs(plan, local, on_slurm, drills, began, template)
     pool.shutdown(wait=True)
 
 
@@ -866,3 +867,41 @@ def test_gpu_jobs_run_once_with_all_their_gpus(drills, driver):
             f"--gpus={gpus}",
         ], (rule, found)
     assert avoidable_warnings(drill.log) == []
+
+
+# --- slurmctld stopped mid-run, alone: every other run needs it -------------------------------
+
+
+def test_slurmctld_stopped_mid_run_is_said_and_the_run_ends_once_it_is_back(runs, drills):
+    """The controller stopped while a training job trains: the run says so within minutes (the
+    controller watch, cptlab.slurm), and once it is back, finishes the stage. (A job whose step
+    would start meanwhile fails: srun cannot confirm its allocation.)"""
+    for run in Run.started:  # every other run of the module has ended
+        run.process.wait(timeout=RUN_BOUND_S)
+    work = shutil.copytree(runs.template, runs.template.parent / "slurmctld", symlinks=True)
+    run = Run(work, STAGES[0], *ON_SLURM, "--configfile", DRILL)
+    wait_until(lambda: checkpointed(work), "the first checkpoint", run=run)
+    command(CLUSTER, "stop", "slurmctld")
+    stopped = time.monotonic()
+    try:
+        said = wait_until(
+            lambda: re.search(r"^cptlab: SLURM's controller does not answer.*$", run.log, re.M),
+            "a line about the controller",
+            timeout=300,
+            run=run,
+            poll=0.5,
+        )
+        said_after = time.monotonic() - stopped
+    finally:
+        command(CLUSTER, "start")
+    restarted = time.monotonic()
+    log = run.finish()
+    print(
+        f"slurmctld stopped: said after {said_after:.0f} s ({said[0]!r}); back after "
+        f"{restarted - stopped:.0f} s; the run ended {run.seconds - (restarted - run.began):.0f} s "
+        "after it was back"
+    )
+    assert "cptlab: SLURM's controller answers again" in log
+    jobs = accounting(work, count=1)
+    assert [(rule_of(j), j["State"]) for j in jobs] == [("train_stage", "COMPLETED")]
+    assert json.loads((work / STAGES[0]).read_text())["steps_done"] == 40

@@ -29,7 +29,8 @@ resources.py         per-rule compute (threads, GPUs, runtime, memory, launcher)
 workload.py          `cptlab plan-hours`: every job's estimated work against its time limit
 site.py              what a config asks of the machine, checked before the first job
 locks.py             freeing the lock of a Snakemake run killed with -9
-slurm.py             SLURM jobs a killed run left queued or running: the next run waits
+slurm.py             SLURM jobs a killed run left queued or running: the next run waits;
+                     the watch of SLURM's controller during a run
 progress.py          `cptlab watch`: what each running job is doing
 artifacts.py         atomic writes; a manifest.json written last marks a folder complete
 rows.py              the canonical row schema
