@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 CORES ?= all
 
-.PHONY: setup setup-vllm run study rehearsal test test-vllm test-slow test-drills test-slurm lint clean
+.PHONY: setup setup-vllm gpu-driver run study rehearsal test test-vllm test-slow test-drills test-slurm lint clean
 
 setup: $(VENV)/.installed
 
@@ -142,12 +142,29 @@ test-slow: setup
 test-drills: setup
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -q -m drill
 
+# The driver of README's cluster steps without their GPU stack: Snakemake and the SLURM executor
+# plugin at the GPU lock's versions (plugin 2.6.1, where envs/requirements.txt has 2.8.0), plus
+# what parsing the Snakefile imports (envs/requirements-gpu-driver.in), for `make test-slurm`.
+GPU_DRIVER_VENV ?= .venv-gpu-driver
+
+gpu-driver: $(GPU_DRIVER_VENV)/.installed
+
+$(GPU_DRIVER_VENV)/.installed: envs/requirements-gpu-driver.in envs/requirements-gpu.txt pyproject.toml
+	python3 -m venv $(GPU_DRIVER_VENV)
+	$(GPU_DRIVER_VENV)/bin/python -m pip install -q --upgrade pip
+	$(GPU_DRIVER_VENV)/bin/python -m pip install -q -c envs/requirements-gpu.txt \
+		-r envs/requirements-gpu-driver.in
+	$(GPU_DRIVER_VENV)/bin/python -m pip install -q --no-deps -e .
+	touch $@
+
 # `snakemake --profile slurm` on a real single-node SLURM that slurm/cluster.sh installs and
 # starts (Debian's packages, accounting included; needs root): the smoke workflow, the paper
-# config's requests and four failure drills (tests/test_slurm_cluster.py). CI runs it;
-# -rP prints the measured job count, times and --test-only verdicts.
-test-slurm: setup
-	PATH="$(abspath $(BIN)):$$PATH" OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -m slurm -rP
+# config's requests, GPU jobs under both locks' executor plugins and five drills
+# (tests/test_slurm_cluster.py). The jobs run in $(VENV); CPTLAB_GPU_DRIVER is the GPU lock's
+# driver. CI runs it; -rP prints the measured job count, times and --test-only verdicts.
+test-slurm: setup gpu-driver
+	PATH="$(abspath $(BIN)):$$PATH" OMP_NUM_THREADS=1 \
+		CPTLAB_GPU_DRIVER="$(abspath $(GPU_DRIVER_VENV))" $(BIN)/python -m pytest -q -m slurm -rP
 
 lint: setup
 	$(BIN)/ruff check src tests bench diagnostics

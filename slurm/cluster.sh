@@ -17,8 +17,11 @@
 # munge authentication; MariaDB has no network at all).
 #
 # The node is this machine, in two partitions: `cpu` (the default, where jobs run) may use only
-# its real CPUs; `gpu` sees it in the paper config's shape (8 count-only H100s, 64 CPUs, 500 GB),
-# so that the paper config's GPU jobs can be checked with `sbatch --test-only`.
+# its real CPUs; `gpu` sees it in the paper config's shape (8 stand-in H100s, 64 CPUs, 500 GB),
+# so that the paper config's GPU jobs can be checked with `sbatch --test-only`. The GPUs are the
+# node's, so a job in `cpu` may ask for them too: it runs on the real CPUs with the environment
+# of a GPU job. Jobs may charge account `cptlab` (ACCOUNT), which `start` creates for root and
+# the sudo user.
 set -euo pipefail
 
 ROOT=${CPTLAB_SLURM_ROOT:-/var/lib/cptlab-slurm}
@@ -27,6 +30,9 @@ MARKER="# written by cptlab slurm/cluster.sh"
 PACKAGES=(munge slurmctld slurmd slurm-client slurmdbd mariadb-server)
 DAEMONS=(munged mariadbd slurmdbd slurmctld slurmd)  # start order; stop goes backwards
 CLUSTER=cptlab
+# The account jobs charge: the executor plugin guesses one (and warns) for a job without
+# `slurm_account`, and validates a given one against the users' associations.
+ACCOUNT=cptlab
 WAIT_SECONDS=${CPTLAB_SLURM_WAIT:-60}
 
 say() { echo "cluster.sh: $*"; }
@@ -161,13 +167,16 @@ NodeName=$host NodeAddr=127.0.0.1 CPUs=64 Boards=1 SocketsPerBoard=2 CoresPerSoc
 PartitionName=cpu Nodes=$host Default=YES MaxCPUsPerNode=$cpus MaxTime=INFINITE State=UP
 PartitionName=gpu Nodes=$host MaxTime=INFINITE State=UP
 EOF
-    # Count-only GPUs: SLURM 22.05 drops a GPU without a device file, so each is an empty
-    # file here; jobs see no GPU, but the scheduler counts them.
+    # Stand-in GPUs: no hardware, but the scheduler allocates them and a job gets the variables
+    # a GPU node sets (SLURM_JOB_GPUS, SLURM_GPUS_ON_NODE, CUDA_VISIBLE_DEVICES). SLURM 22.05's
+    # gpu plugin wants a character device per GPU: without one (Count=8) slurmd reports none and
+    # the node goes INVAL; with Flags=CountOnly the plugin is not loaded and no job gets those
+    # variables. So each GPU's device file is a link to /dev/null, which nothing here opens.
     mkdir -p "$ROOT/gpu"
-    touch "$ROOT"/gpu/gpu{0..7}
+    for gpu in 0 1 2 3 4 5 6 7; do ln -sfn /dev/null "$ROOT/gpu/gpu$gpu"; done
     write_config "$ETC/gres.conf" 644 <<EOF
 $MARKER
-NodeName=$host Name=gpu Type=h100 File=$ROOT/gpu/gpu[0-7] Flags=CountOnly
+NodeName=$host Name=gpu Type=h100 File=$ROOT/gpu/gpu[0-7]
 EOF
     write_config "$ETC/slurmdbd.conf" 600 <<EOF
 $MARKER
@@ -251,6 +260,24 @@ start_slurmd() {
     fi
 }
 
+# Account ACCOUNT, with root and the user who ran sudo as its users.
+ensure_account() {
+    local users=(root) user
+    [[ -n ${SUDO_USER:-} && $SUDO_USER != root ]] && users+=("$SUDO_USER")
+    if [[ -z $(sacctmgr -n -P list account "$ACCOUNT" format=account) ]]; then
+        sacctmgr -i add account "$ACCOUNT" Description="cptlab test jobs" >/dev/null ||
+            die "sacctmgr could not add account $ACCOUNT"
+        say "account $ACCOUNT added"
+    fi
+    for user in "${users[@]}"; do
+        if [[ -z $(sacctmgr -n -P list association user="$user" account="$ACCOUNT" format=user) ]]; then
+            sacctmgr -i add user "$user" Account="$ACCOUNT" >/dev/null ||
+                die "sacctmgr could not add $user to account $ACCOUNT"
+            say "$user may charge account $ACCOUNT"
+        fi
+    done
+}
+
 start() {
     [[ $EUID -eq 0 ]] || die "starting the daemons needs root (sudo $0 start)"
     mkdir -p "$ROOT/run" "$ROOT/log" "$ROOT/spool"
@@ -269,6 +296,7 @@ start() {
             say "$daemon started (pid $(running_pid "$daemon" || echo '?'))"
         fi
     done
+    ensure_account
 }
 
 stop() {

@@ -73,6 +73,18 @@ def test_the_lock_header_says_how_it_was_made_and_why_three_pins_differ():
     assert any("numpy 2.3.5 (not 2.4.6)" in line for line in header)
 
 
+def test_the_gpu_lock_pins_every_package_of_its_slurm_driver():
+    """`make gpu-driver` installs envs/requirements-gpu-driver.in with the GPU lock as
+    constraints: each of its packages is in the lock, so that the driver gets the lock's
+    version, plugin 2.6.1 among them (pip leaves a package the lock lacks unconstrained)."""
+    lock = pins(ENVS / "requirements-gpu.txt")
+    lines = (ENVS / "requirements-gpu-driver.in").read_text().splitlines()
+    driver = [Requirement(line) for line in lines if line.strip() and not line.startswith("#")]
+    assert "snakemake-executor-plugin-slurm" in {canonicalize_name(r.name) for r in driver}
+    assert [r.name for r in driver if canonicalize_name(r.name) not in lock] == []
+    assert all(not r.specifier for r in driver)  # the lock says which version
+
+
 @pytest.mark.parametrize("lock", ["requirements.txt", "requirements-gpu.txt"])
 def test_pyproject_admits_both_environments(lock):
     """`pip install -e .` (and `pip check`) accept either environment's pins."""

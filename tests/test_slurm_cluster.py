@@ -1,20 +1,32 @@
 """`snakemake --cores all --profile slurm` on a real SLURM: the smoke workflow end to end, the
-paper config's requests on the scheduler, and failures drilled there.
+paper config's requests on the scheduler, GPU jobs under each lock's executor plugin, and
+failures drilled there.
 
 Opt-in (`make test-slurm`, marker `slurm`; CI runs it). The module starts a single-node
 cluster with slurm/cluster.sh (Debian's SLURM 22.05 with accounting, root needed) and stops it
-afterwards unless it was running before.
+afterwards unless it was running before. Every SLURM run charges the cluster's account, filled
+into the profile's default-resources as a site fills in its own.
+
+Two drivers run Snakemake and the executor plugin: this venv (envs/requirements.txt, plugin
+2.8.0) and the GPU lock's (envs/requirements-gpu.txt, plugin 2.6.1, what README's cluster steps
+install; `make gpu-driver`, its path in CPTLAB_GPU_DRIVER). Jobs run this venv's programs under
+either.
 
 - The smoke config as a user types it, with the profile and without it: every job ran once as
   a SLURM job, with the resources of the config as accounting recorded them; scores.csv and the
   stage weights are the local run's; the same command again has nothing to do.
-- The paper config: each rule's sbatch line, as the plugin builds it, passes
-  `sbatch --test-only` on the node's 8 count-only H100s; so do the plugin's GPU conventions.
-- Four drills on stages of SFT (its weights move, unlike the smoke config's RL stages, whose
-  zero rewards leave them as they were), each against one uninterrupted local run: scancel of
-  a training job; a training job past its time limit; the Snakemake controller killed with -9
+- The paper config: each rule's sbatch line, as each driver's plugin builds it, passes
+  `sbatch --test-only` on the node's 8 stand-in H100s, and each GPU rule's line is pinned; so
+  are the plugin's GPU conventions.
+- The GPU drill, under each driver: a training stage on 2 GPUs under its launcher and its
+  evaluation on 1, every program they start behind a probe (tests/slurm_gpu_probe.py): each
+  command runs once, its launcher starts 2 processes, the job's environment holds its GPUs,
+  accounting shows one task.
+- Five drills on stages of SFT (its weights move, unlike the smoke config's RL stages, whose
+  zero rewards leave them as they were), four against one uninterrupted local run: scancel of a
+  training job; a training job past its time limit; the Snakemake controller killed with -9
   while its jobs are queued and running, then the same command again; the accounting database
-  stopped while a job runs.
+  stopped while a job runs; and, last and alone, slurmctld stopped while a job runs.
 
 The long runs overlap (fixture `runs`): the two smoke runs start together, and the drills as
 soon as the local one has made their data and base. The SLURM run leaves the CPUs idle while
@@ -24,32 +36,53 @@ the plugin waits between status checks, and the drills' jobs queue beside its jo
 from __future__ import annotations
 
 import json
-import logging
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import yaml
-from workflow_helpers import BIN, ROOT, copy_workflow, dry_run_jobs, planned_jobs, snakemake
+from workflow_helpers import (
+    BIN,
+    ROOT,
+    TWO_PROCESSES,
+    copy_workflow,
+    dry_run_jobs,
+    planned_jobs,
+    snakemake,
+)
 
 from cptlab.layout import Layout
-from cptlab.resources import snakemake_resources
+from cptlab.resources import launcher_processes, snakemake_resources
 from cptlab.slurm import queued_jobs
 
 pytestmark = [pytest.mark.integration, pytest.mark.slurm]
 
 CLUSTER = ROOT / "slurm" / "cluster.sh"
+ACCOUNT = "cptlab"  # slurm/cluster.sh's ACCOUNT
+# Snakemake and the executor plugin of each lock (the folder of their scripts), and the lock.
+DRIVERS = {
+    "cpu-lock": BIN,
+    "gpu-lock": Path(os.environ.get("CPTLAB_GPU_DRIVER", ROOT / ".venv-gpu-driver")) / "bin",
+}
+LOCKS = {
+    "cpu-lock": ROOT / "envs" / "requirements.txt",
+    "gpu-lock": ROOT / "envs" / "requirements-gpu.txt",
+}
+SBATCH_LINES = Path(__file__).parent / "slurm_sbatch_lines.py"
+PROBE = Path(__file__).parent / "slurm_gpu_probe.py"
 SMOKE = "config/smoke.yaml"
 PROFILE = yaml.safe_load((ROOT / "slurm" / "config.yaml").read_text())
 ON_SLURM = ("--cores", "all", "--profile", "slurm")
@@ -86,16 +119,50 @@ EVALUATIONS = [LAYOUT.eval_file("math_id"), LAYOUT.eval_file("math_id", "sft", 0
 # Two stages and the base's evaluation are ready at once (one waits: the node has 2 CPUs),
 # and an evaluation of the first stage comes after it.
 DRILL_TARGETS = [*STAGES, *EVALUATIONS]
+# The GPU drill: the first stage trains on 2 GPUs, 2 processes under the launcher (on the CPUs,
+# as tests/test_multiprocess.py runs them), and its evaluation asks for 1 GPU. The jobs go to
+# the default partition, where they queue for the real CPUs.
+GPU_DRILL = "drill_gpu.yaml"
+GPU_RESOURCES = {
+    "train": {"gpu": 2, "cpus_per_gpu": 1, "launcher": TWO_PROCESSES},
+    "evaluate": {"gpu": 1, "cpus_per_gpu": 1},
+}
+GPU_DRILL_CONFIG = yaml.safe_dump(
+    {"extends": DRILL, "training": {"steps": 4, "save_steps": 2}, "resources": GPU_RESOURCES}
+)
+GPU_TARGETS = [STAGES[0], EVALUATIONS[1]]
+PROBED = "probed.jsonl"  # what the probe saw, one line per program started
+# Each GPU job's rule: its rule kind, and the program and first argument of its command.
+GPU_JOBS = {
+    "train_stage": ("train", ["accelerate", "launch"]),
+    "evaluate_stage": ("evaluate", ["cptlab", "evaluate-checkpoint"]),
+}
 # Far longer than any run takes here (the SLURM smoke run: 384 s beside the drills, 605 s on
 # a machine loaded by other work), so that a silent wait fails the test instead of hanging.
 RUN_BOUND_S = 1200
 
 
 def environment() -> dict[str, str]:
-    """The caller's environment, this venv first on PATH, one thread per torch process, and no
-    SLURM_* variables (a test run inside a SLURM job would pass its job's to every job)."""
+    """The caller's environment, this venv first on PATH (the jobs' programs, whichever driver
+    runs Snakemake), one thread per torch process, and no SLURM_* variables (a test run inside
+    a SLURM job would pass its job's to every job)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
     return {**env, "PATH": f"{BIN}:{os.environ['PATH']}", "OMP_NUM_THREADS": "1"}
+
+
+def with_site_account(workdir: Path) -> Path:
+    """The workflow in `workdir` with the cluster's account in its SLURM profile's
+    default-resources, as the profile's comment asks a site to give its own (without one the
+    executor plugin guesses, and warns)."""
+    profile = workdir / "slurm" / "config.yaml"
+    text = profile.read_text()
+    assert "\ndefault-resources:\n" in text, text
+    profile.write_text(
+        text.replace(
+            "\ndefault-resources:\n", f"\ndefault-resources:\n  slurm_account: {ACCOUNT}\n"
+        )
+    )
+    return workdir
 
 
 def command(*argv: str | Path) -> str:
@@ -129,15 +196,19 @@ class Run:
 
     started: list[Run] = []  # every run of the module, stopped at its end
 
-    def __init__(self, workdir: Path, *args: str | Path) -> None:
+    def __init__(
+        self, workdir: Path, *args: str | Path, driver: Path = BIN, env: dict | None = None
+    ) -> None:
+        """`driver`: the folder of the Snakemake to run (DRIVERS); `env`: added to
+        environment()."""
         self.workdir = workdir
         self.log_path = workdir / f"snakemake-{time.monotonic_ns()}.log"
         self.began = time.monotonic()
         with open(self.log_path, "w") as log:
             self.process = subprocess.Popen(
-                [str(BIN / "snakemake"), *map(str, args)],
+                [str(driver / "snakemake"), *map(str, args)],
                 cwd=workdir,
-                env=environment(),
+                env={**environment(), **(env or {})},
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
@@ -249,6 +320,7 @@ class Runs:
     on_slurm: Run  # and with it
     drills: dict[str, Future]  # each drill's outcome, and the uninterrupted reference's
     drills_began: float  # time.monotonic() when they were started
+    template: Path  # the drills' workflow, with the data and base of the local run
 
 
 @pytest.fixture(scope="module")
@@ -260,7 +332,8 @@ def runs(cluster, tmp_path_factory) -> Iterator[Runs]:
     a busy cluster; the timeout drill's stalled job mostly waits out its time limit."""
     plan = planned_jobs(copy_workflow(tmp_path_factory.mktemp("plan")), "--configfile", SMOKE)
     assert plan.pop("all") == 1
-    local_dir, slurm_dir = (copy_workflow(tmp_path_factory.mktemp(n)) for n in ("local", "slurm"))
+    local_dir = copy_workflow(tmp_path_factory.mktemp("local"))
+    slurm_dir = with_site_account(copy_workflow(tmp_path_factory.mktemp("slurm")))
     local = Run(local_dir, "--cores", "all", "--configfile", SMOKE)
     on_slurm = Run(slurm_dir, *ON_SLURM, "--configfile", SMOKE)
     local.finish()
@@ -271,13 +344,14 @@ def runs(cluster, tmp_path_factory) -> Iterator[Runs]:
         "cancel": cancel_drill,
         "accounting": accounting_drill,
         "controller": controller_drill,
+        **{f"gpu {driver}": partial(gpu_drill, driver=driver) for driver in DRIVERS},
     }
     pool = ThreadPoolExecutor(max_workers=len(drill_runs))
     began, drills = time.monotonic(), {}
     for name, drill in drill_runs.items():
-        work = tmp_path_factory.mktemp(name) / "workflow"
+        work = tmp_path_factory.mktemp(name.replace(" ", "_")) / "workflow"
         drills[name] = pool.submit(drill, shutil.copytree(template, work, symlinks=True))
-    yield Runs(plan, local, on_slurm, drills, began)
+    yield Runs(plan, local, on_slurm, drills, began, template)
     pool.shutdown(wait=True)
 
 
@@ -342,57 +416,53 @@ def test_the_same_command_again_has_nothing_to_do(smoke):
     assert len(accounting(smoke.on_slurm, count=len(smoke.jobs))) == len(smoke.jobs)
 
 
+# What the profile's settings and the site's account avoid, as the plugin words it.
+AVOIDABLE_WARNINGS = (
+    "MinJobAge",  # squeue as the status command with a short MinJobAge
+    "Falling back to 'sacct'",
+    "should work reliably",  # sacct chosen where squeue would do
+    "No wall time information",
+    "No job memory information",
+    "Unable to get the status",
+    "No partition was given",
+    "No SLURM account given",  # the account guess, and its failure
+    "Unable to guess SLURM account",
+    "invalid option",
+)
+
+
+def avoidable_warnings(log: str) -> list[str]:
+    return [warning for warning in AVOIDABLE_WARNINGS if warning in log]
+
+
 def test_the_profile_avoids_the_plugins_avoidable_warnings(smoke):
-    """What the profile's settings avoid (the account guess is avoided by an account only)."""
-    for warning in (
-        "MinJobAge",  # squeue as the status command with a short MinJobAge
-        "Falling back to 'sacct'",
-        "should work reliably",  # sacct chosen where squeue would do
-        "No wall time information",
-        "No job memory information",
-        "Unable to get the status",
-        "No partition was given",
-    ):
-        assert warning not in smoke.run.log, warning
+    assert avoidable_warnings(smoke.run.log) == []
 
 
 # --- the paper config's requests on the scheduler ---------------------------------------------
 
 
-class PlannedJob(SimpleNamespace):
-    """What the plugin's sbatch-line builder reads of a job: name, threads, resources."""
-
-    def __init__(self, rule: str, threads: int, resources: dict[str, Any]) -> None:
-        values = {k: int(v) if str(v).isdigit() else v for k, v in resources.items()}
-        super().__init__(name=rule, threads=threads, resources=Resources(**values))
-
-    def is_group(self) -> bool:
-        return False
+def driver_path(driver: str) -> Path:
+    """The folder of `driver`'s scripts; a failure that names how to build it if missing."""
+    folder = DRIVERS[driver]
+    assert (folder / "snakemake").exists(), f"no {driver} driver in {folder}: make gpu-driver"
+    return folder
 
 
-class Resources(SimpleNamespace):
-    def get(self, key: str, default: Any = None) -> Any:
-        return getattr(self, key, default)
-
-
-def plugin_sbatch_line(job: PlannedJob, workdir: Path) -> str:
-    """The sbatch command line that the executor plugin's run_job builds for `job`, with its
-    own functions (partition, submit command, GPU flags), less the wrapped command."""
-    from snakemake_executor_plugin_slurm.partitions import get_default_partition
-    from snakemake_executor_plugin_slurm.submit_string import get_submit_command
-    from snakemake_executor_plugin_slurm.utils import set_gres_string
-
-    logger = logging.getLogger("plugin")
-    partition = job.resources.get("slurm_partition") or get_default_partition(job, logger)
-    params = {
-        "run_uuid": "test-only",
-        "slurm_logfile": workdir / "%j.log",
-        "comment_str": f"rule_{job.name}",
-        "account": "",  # this cluster has no accounts to choose from
-        "partition": f" -p {partition}",
-        "workdir": str(workdir),
-    }
-    return get_submit_command(job, params) + set_gres_string(job)
+def sbatch_lines(driver: str, jobs: dict[str, dict], workdir: Path) -> dict[str, str]:
+    """The sbatch line that `driver`'s executor plugin builds for each job (name -> {rule,
+    threads, resources}), with its own functions (tests/slurm_sbatch_lines.py)."""
+    request = json.dumps({"workdir": str(workdir), "jobs": jobs})
+    done = subprocess.run(
+        [driver_path(driver) / "python", SBATCH_LINES],
+        input=request,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=environment(),
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
 
 
 def scheduler_verdict(line: str) -> str:
@@ -407,54 +477,106 @@ def accepted(verdict: str) -> bool:
     return re.search(r"Job \d+ to start at \S+ using \d+ processors", verdict) is not None
 
 
-def test_each_paper_rule_passes_sbatch_test_only(cluster, tmp_path):
-    work = copy_workflow(tmp_path)
+PAPER = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())
+PAPER_RULES = {
+    "prepare_data", "train_stage", "evaluate_base", "evaluate_stage", "evaluate_base_shard",
+    "evaluate_stage_shard", "merge_shards_base", "merge_shards_stage", "drift_chain",
+    "dataset_distance", "aggregate", "findings", "figures", "drift_figures",
+}  # fmt: skip
+
+
+DRIVER_PACKAGES = (
+    "snakemake",
+    "snakemake-executor-plugin-slurm",
+    "snakemake-executor-plugin-slurm-jobstep",
+)
+VERSIONS = "import importlib.metadata as m, sys; print(*(m.version(p) for p in sys.argv[1:]))"
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_each_driver_runs_its_locks_snakemake_and_executor_plugin(driver):
+    lock = dict(re.findall(r"^([\w.-]+)==(\S+)$", LOCKS[driver].read_text(), re.M))
+    installed = command(driver_path(driver) / "python", "-c", VERSIONS, *DRIVER_PACKAGES).split()
+    assert dict(zip(DRIVER_PACKAGES, installed, strict=True)) == {
+        p: lock[p] for p in DRIVER_PACKAGES
+    }
+
+
+@pytest.fixture(scope="module")
+def paper_jobs(tmp_path_factory) -> dict[str, Any]:
+    """The first job of each rule of the paper config's dry run through the profile (rule ->
+    {rule, threads, resources}), and the workflow folder."""
+    work = copy_workflow(tmp_path_factory.mktemp("paper"))
     done = snakemake(work, "-n", *ON_SLURM, "--configfile", "config/paper.yaml", env=environment())
     assert done.returncode == 0, tail(done.stdout + done.stderr)
-    jobs: dict[str, PlannedJob] = {}  # the first job of each rule
+    jobs: dict[str, dict] = {}
     for job in dry_run_jobs(done.stdout + done.stderr):
         if job["rule"] != "all":
-            jobs.setdefault(job["rule"], PlannedJob(job["rule"], job["threads"], job["resources"]))
-    assert set(jobs) == {
-        "prepare_data", "train_stage", "evaluate_base", "evaluate_stage", "evaluate_base_shard",
-        "evaluate_stage_shard", "merge_shards_base", "merge_shards_stage", "drift_chain",
-        "dataset_distance", "aggregate", "findings", "figures", "drift_figures",
-    }  # fmt: skip
-    verdicts = {
-        rule: scheduler_verdict(plugin_sbatch_line(job, work)) for rule, job in jobs.items()
-    }
-    print("sbatch --test-only of the paper config:", json.dumps(verdicts, indent=1))
+            jobs.setdefault(
+                job["rule"], {key: job[key] for key in ("rule", "threads", "resources")}
+            )
+    assert set(jobs) == PAPER_RULES
+    return {"jobs": jobs, "workdir": work}
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_each_paper_rule_passes_sbatch_test_only(cluster, paper_jobs, driver):
+    lines = sbatch_lines(driver, paper_jobs["jobs"], paper_jobs["workdir"])
+    verdicts = {rule: scheduler_verdict(line) for rule, line in lines.items()}
+    print(f"sbatch --test-only of the paper config ({driver}):", json.dumps(verdicts, indent=1))
     assert all(accepted(v) for v in verdicts.values()), verdicts
-    paper = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())["resources"]
     for rule, kind in RULE_KINDS.items():
-        if rule in jobs:  # the paper config names a base: no build_base
-            cpus = paper[kind]["gpu"] * paper[kind]["cpus_per_gpu"]
+        if rule in lines:  # the paper config names a base: no build_base
+            spec = PAPER["resources"][kind]
+            cpus = spec["gpu"] * spec["cpus_per_gpu"]
             assert f"using {cpus} processors" in verdicts[rule], (rule, verdicts[rule])
             assert "in partition gpu" in verdicts[rule], (rule, verdicts[rule])
-    assert all("in partition cpu" in verdicts[r] for r in jobs if r not in RULE_KINDS)
+    assert all("in partition cpu" in verdicts[r] for r in lines if r not in RULE_KINDS)
 
 
-def test_the_plugins_gpu_conventions_on_the_scheduler(cluster, tmp_path):
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_each_gpu_rules_sbatch_line_is_pinned(paper_jobs, driver):
+    """Under each lock's plugin, each GPU rule of the paper config asks for its GPUs and CPUs
+    per GPU as the config says, one task (no --ntasks, no --ntasks-per-gpu), no GPU binding,
+    and nothing else but its partition, time and memory."""
+    work = paper_jobs["workdir"]
+    gpu_jobs = {rule: job for rule, job in paper_jobs["jobs"].items() if rule in RULE_KINDS}
+    assert set(gpu_jobs) == set(RULE_KINDS) - {"build_base"}
+    lines = sbatch_lines(driver, gpu_jobs, work)
+    print(f"sbatch lines of the paper config's GPU rules ({driver}):", json.dumps(lines, indent=1))
+    for rule, line in lines.items():
+        spec = PAPER["resources"][RULE_KINDS[rule]]
+        assert shlex.split(line) == [
+            "sbatch", "--parsable", "--job-name", "test-only", "--output", f"{work}/%j.log",
+            "--export=ALL", "--comment", f"rule_{rule}", "-p", spec["slurm_partition"],
+            "-t", str(spec["runtime"]), "--mem", str(spec["mem_mb"]),
+            f"--cpus-per-gpu={spec['cpus_per_gpu']}", "-D", str(work), f"--gpus={spec['gpu']}",
+        ], (driver, rule, line)  # fmt: skip
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_the_plugins_gpu_conventions_on_the_scheduler(cluster, tmp_path, driver):
     """The config's `gpu` becomes `--gpus=N` with `--cpus-per-gpu`, and `gpu_model` a typed
     request, `--gpus=<model>:N`: the node's H100s take it, another model is refused, and so
     is a ninth GPU. (`tasks`, which the plugin turns into --ntasks-per-gpu for GPU jobs, and
     `slurm_extra` are not resources keys of the config: tests/test_slurm_profile.py.)"""
-    paper = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())
 
-    def line(**train: Any) -> str:
-        config = {"resources": {"train": {**paper["resources"]["train"], **train}}}
+    def job(**train: Any) -> dict:
+        config = {"resources": {"train": {**PAPER["resources"]["train"], **train}}}
         resources = snakemake_resources(config, "train")
         resources["runtime"] = resources["runtime"](None, 1)  # the first attempt
-        return plugin_sbatch_line(PlannedJob("train_stage", 8, resources), tmp_path)
+        return {"rule": "train_stage", "threads": 8, "resources": resources}
 
-    plain, h100 = line(), line(gpu_model="h100")
+    jobs = {"plain": job(), "h100": job(gpu_model="h100"), "a100": job(gpu_model="a100")}
+    lines = sbatch_lines(driver, {**jobs, "nine": job(gpu=9)}, tmp_path)
+    plain, h100 = lines["plain"], lines["h100"]
     assert " --gpus=8" in plain and " --cpus-per-gpu=8" in plain
     assert "--cpus-per-task" not in plain and "--ntasks" not in plain
     assert " --gpus=h100:8" in h100
     assert accepted(scheduler_verdict(plain)) and accepted(scheduler_verdict(h100))
     refused = "Requested node configuration is not available"
-    assert refused in scheduler_verdict(line(gpu_model="a100"))
-    assert refused in scheduler_verdict(line(gpu=9))
+    assert refused in scheduler_verdict(lines["a100"])
+    assert refused in scheduler_verdict(lines["nine"])
 
 
 # --- drills -----------------------------------------------------------------------------------
@@ -463,9 +585,10 @@ def test_the_plugins_gpu_conventions_on_the_scheduler(cluster, tmp_path):
 def drill_workflow(smoke_run: Path, folder: Path) -> Path:
     """The drill experiment's workflow in `folder`, with the data and base of a finished smoke
     run (the same settings make the same data and base)."""
-    template = copy_workflow(folder)
+    template = with_site_account(copy_workflow(folder))
     (template / DRILL).write_text(DRILL_CONFIG)
     (template / TIMEOUT_DRILL).write_text(TIMEOUT_CONFIG)
+    (template / GPU_DRILL).write_text(GPU_DRILL_CONFIG)
     for part in ("data", "base", "provenance/data", "provenance/base.json"):
         source, dest = smoke_run / "results" / "smoke" / part, template / LAYOUT.root / part
         if source.is_dir():
@@ -566,6 +689,20 @@ def accounting_drill(work: Path) -> Drill:
         command(CLUSTER, "start")
 
 
+def gpu_drill(work: Path, driver: str) -> Drill:
+    """The GPU drill's jobs through the profile, Snakemake and the executor plugin of `driver`;
+    the programs their commands start (accelerate, cptlab) each behind the probe."""
+    probes = work / "probes"
+    probes.mkdir()
+    for program in ("accelerate", "cptlab"):
+        probe = probes / program
+        probe.write_text(f'#!/bin/sh\nexec {sys.executable} -S -E {PROBE} {BIN / program} "$@"\n')
+        probe.chmod(0o755)
+    env = {"PATH": f"{probes}:{BIN}:{os.environ['PATH']}", "GPU_PROBE_LOG": str(work / PROBED)}
+    args = (*GPU_TARGETS, *ON_SLURM, "--configfile", GPU_DRILL)
+    return Drill(work, Run(work, *args, driver=driver_path(driver), env=env).finish())
+
+
 @pytest.fixture(scope="module")
 def drills(runs) -> dict[str, Future]:
     """The drills' outcomes, once all have ended: each test takes its own (or its failure)."""
@@ -639,3 +776,133 @@ def test_the_accounting_database_stopped_mid_run_does_not_stop_the_workflow(dril
         ("evaluate_stage", "COMPLETED"),
     ]
     assert_same_results(drill, reference, [STAGES[0], EVALUATIONS[1]])
+
+
+# --- GPU jobs under each lock's executor plugin -----------------------------------------------
+
+
+def job_steps(jobid: str) -> dict[str, Any]:
+    """Job `jobid` as accounting recorded it: its allocation (AllocTRES, SubmitLine) and each
+    step's task count (step name -> NTasks: "batch", "0", ...)."""
+    query = ["sacct", "-j", jobid, "--parsable2", "--noheader"]
+    lines = command(*query, "--format=JobIDRaw,NTasks,AllocTRES,SubmitLine").splitlines()
+    record: dict[str, Any] = {"steps": {}}
+    for line in lines:
+        step, tasks, tres, submitted = line.split("|", 3)
+        if step == jobid:
+            record.update(tres=dict(t.split("=", 1) for t in tres.split(",") if t), line=submitted)
+        else:
+            record["steps"][step.removeprefix(f"{jobid}.")] = tasks
+    return record
+
+
+def gpu_job_counts(drill: Drill) -> dict[str, dict[str, Any]]:
+    """For each GPU job of a GPU drill: how often its rule's command ran, the processes its
+    launcher started, its tasks and GPUs as the job's environment, its command's environment
+    and accounting give them."""
+    probed = [json.loads(line) for line in (drill.workdir / PROBED).read_text().splitlines()]
+    manifest = json.loads((drill.workdir / STAGES[0]).read_text())
+    counts = {}
+    for job in accounting(drill.workdir, count=len(GPU_TARGETS)):
+        jobid, rule = job["JobIDRaw"], rule_of(job)
+        program_and_argument = GPU_JOBS[rule][1]
+        runs = [
+            r
+            for r in probed
+            if r["command_env"].get("SLURM_JOB_ID") == jobid
+            and [r["program"], *r["args"][:1]] == program_and_argument
+        ]
+        recorded = job_steps(jobid)
+        first = runs[0] if runs else {"job_env": {}, "command_env": {}}
+        job_env, command_env = first["job_env"] or {}, first["command_env"]
+        sbatch_options = recorded["line"].split(" --wrap")[0].split()
+        counts[rule] = {
+            "state": job["State"],
+            "commands run": len(runs),
+            # the launcher's processes, each of which trained (one weights digest per process)
+            "processes": (
+                [manifest["world_size"], len(manifest["ranks"]["student_sha256"])]
+                if rule == "train_stage"
+                else [len(runs)]
+            ),
+            "job tasks": job_env.get("SLURM_NTASKS", "1"),
+            "job tasks per GPU": job_env.get("SLURM_NTASKS_PER_GPU"),
+            "job SLURM_GPUS_ON_NODE": job_env.get("SLURM_GPUS_ON_NODE"),
+            "job SLURM_JOB_GPUS": job_env.get("SLURM_JOB_GPUS"),
+            "command SLURM_GPUS_ON_NODE": command_env.get("SLURM_GPUS_ON_NODE"),
+            "command CUDA_VISIBLE_DEVICES": command_env.get("CUDA_VISIBLE_DEVICES"),
+            "accounting steps (tasks)": recorded["steps"],
+            "accounting GPUs, CPUs": [recorded["tres"].get("gres/gpu"), recorded["tres"]["cpu"]],
+            "submitted with": [
+                o for o in sbatch_options if o.startswith(("--gpu", "--ntasks", "--cpus"))
+            ],
+        }
+    return counts
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_gpu_jobs_run_once_with_all_their_gpus(drills, driver):
+    """Under each lock's plugin, each GPU job's command runs once, its launcher starts the
+    configured processes, the job holds one task and the GPUs it asked for, and the command
+    sees all of them (no GPU bound to a task of its own)."""
+    drill = drills[f"gpu {driver}"].result()
+    counts = gpu_job_counts(drill)
+    print(f"GPU drill ({driver}):", json.dumps(counts, indent=1))
+    assert set(counts) == set(GPU_JOBS)
+    for rule, (kind, _) in GPU_JOBS.items():
+        spec, found = GPU_RESOURCES[kind], counts[rule]
+        gpus = spec["gpu"]
+        processes = launcher_processes(spec.get("launcher", ""))
+        assert found["state"] == "COMPLETED", (rule, found)
+        assert found["commands run"] == 1, (rule, found)
+        assert set(found["processes"]) == {processes}, (rule, found)
+        assert (found["job tasks"], found["job tasks per GPU"]) == ("1", None), (rule, found)
+        assert found["job SLURM_GPUS_ON_NODE"] == found["command SLURM_GPUS_ON_NODE"] == str(gpus)
+        job_gpus = (found["job SLURM_JOB_GPUS"] or "").split(",")
+        assert len(job_gpus) == gpus and found["command CUDA_VISIBLE_DEVICES"] == ",".join(job_gpus)
+        assert found["accounting steps (tasks)"] == {"batch": "1", "0": "1"}, (rule, found)
+        assert found["accounting GPUs, CPUs"] == [str(gpus), str(gpus * spec["cpus_per_gpu"])]
+        assert found["submitted with"] == [
+            f"--cpus-per-gpu={spec['cpus_per_gpu']}",
+            f"--gpus={gpus}",
+        ], (rule, found)
+    assert avoidable_warnings(drill.log) == []
+
+
+# --- slurmctld stopped mid-run, alone: every other run needs it -------------------------------
+
+
+def test_slurmctld_stopped_mid_run_is_said_and_the_run_ends_once_it_is_back(runs, drills):
+    """The controller stopped while a training job trains: the run says so within minutes (the
+    controller watch, cptlab.slurm), and once it is back, finishes the stage. (A job whose step
+    would start meanwhile fails: srun cannot confirm its allocation.)"""
+    for run in Run.started:  # every other run of the module has ended
+        run.process.wait(timeout=RUN_BOUND_S)
+    work = shutil.copytree(runs.template, runs.template.parent / "slurmctld", symlinks=True)
+    run = Run(work, STAGES[0], *ON_SLURM, "--configfile", DRILL)
+    wait_until(lambda: checkpointed(work), "the first checkpoint", run=run)
+    command(CLUSTER, "stop", "slurmctld")
+    stopped = time.monotonic()
+    try:
+        said = wait_until(
+            lambda: re.search(r"^cptlab: SLURM's controller does not answer.*$", run.log, re.M),
+            "a line about the controller",
+            timeout=300,
+            run=run,
+            poll=0.5,
+        )
+        said_after = time.monotonic() - stopped
+    finally:
+        command(CLUSTER, "start")
+    restarted = time.monotonic()
+    log = run.finish()
+    print(
+        f"slurmctld stopped: said after {said_after:.0f} s ({said[0]!r}); back after "
+        f"{restarted - stopped:.0f} s; the run ended {run.seconds - (restarted - run.began):.0f} s "
+        f"after it was back; said so: {'answers again' in log}"
+    )
+    # Whether the run also said that the controller is back depends on which comes first, the
+    # watch's next check or the plugin's (tests/test_slurm_jobs.py tests the line).
+    jobs = accounting(work, count=1)
+    assert [(rule_of(j), j["State"]) for j in jobs] == [("train_stage", "COMPLETED")]
+    assert json.loads((work / STAGES[0]).read_text())["steps_done"] == 40

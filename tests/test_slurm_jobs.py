@@ -1,7 +1,8 @@
 """Jobs that a killed `snakemake --profile slurm` left on SLURM (cptlab.slurm), against a fake
 `squeue` on PATH: which jobs count as this workflow's, when the check runs at all, and the wait
-with its messages. The real scheduler's drill (the controller killed with -9, then the same
-command again) is in tests/test_slurm_cluster.py (`make test-slurm`)."""
+with its messages; and the watch of SLURM's controller during a run, against a fake `scontrol`.
+The real scheduler's drills (the Snakemake controller killed with -9, then the same command
+again; slurmctld stopped mid-run) are in tests/test_slurm_cluster.py (`make test-slurm`)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ import pytest
 from workflow_helpers import copy_workflow, snakemake
 
 from cptlab.slurm import (
+    ControllerWatch,
     SlurmJob,
     SlurmQueryError,
+    controller_problem,
     killed_run_may_have_jobs,
     queued_jobs,
     wait_for_jobs_of_killed_run,
@@ -162,3 +165,39 @@ def test_the_workflow_waits_before_planning(tmp_path, fake_squeue):
     assert "1 SLURM job(s) of a killed run" in log and "61 prepare_data math_id" in log
     assert log.index("have ended") < log.index("rule prepare_data")
     assert (workdir / target).exists()
+
+
+# `scontrol ping` as SLURM 22.05 answers it: exit status 0 when the controller is up, 1 when not.
+FAKE_SCONTROL = """#!/bin/sh
+if [ -e "$FAKE_SCONTROL_DOWN" ]; then
+    echo "Slurmctld(primary) at vm is DOWN"
+    echo "*****************************************"
+    exit 1
+fi
+echo "Slurmctld(primary) at vm is UP"
+"""
+
+
+def test_the_controller_problem_is_scontrol_pings_first_line(tmp_path, monkeypatch):
+    (tmp_path / "scontrol").write_text(FAKE_SCONTROL)
+    (tmp_path / "scontrol").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_SCONTROL_DOWN", str(tmp_path / "down"))
+    assert controller_problem() is None
+    (tmp_path / "down").touch()
+    assert controller_problem() == "scontrol ping: Slurmctld(primary) at vm is DOWN"
+
+
+def test_the_controller_watch_says_when_it_stops_again_while_down_and_when_it_is_back():
+    down = "scontrol ping: Slurmctld(primary) at vm is DOWN"
+    answers = iter([None, down, down, down, down, down, None, None])
+    watch = ControllerWatch(ping=lambda: next(answers), remind_s=600)
+    said = {t: watch.check(t) for t in (0, 60, 120, 600, 660, 720, 780, 840)}
+    assert said[0] is None  # up: nothing
+    assert said[60].startswith(f"cptlab: SLURM's controller does not answer ({down}) since ")
+    assert "no job can be submitted or start" in said[60]
+    assert said[120] is said[600] is None  # said once, then again after remind_s
+    assert said[660] == f"cptlab: SLURM's controller still does not answer, for 10m00s ({down})"
+    assert said[720] is None
+    assert said[780] == "cptlab: SLURM's controller answers again, after 12m00s without"
+    assert said[840] is None

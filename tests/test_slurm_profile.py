@@ -309,6 +309,9 @@ def test_gpu_rules_ask_for_gpus_partition_runtime_memory(submitted, rule):
         assert options.get("--mem") == str(spec["mem_mb"]), (key, first["argv"])
         assert options.get("--cpus-per-gpu") == str(spec["cpus_per_gpu"]), (key, first["argv"])
         assert "--cpus-per-task" not in options, (key, first["argv"])
+        # one task, its launcher's processes sharing all the GPUs (tasks_per_gpu: 0)
+        tasks = [a for a in first["argv"] if a.startswith(("--ntasks", "--gpu-bind", "-n"))]
+        assert tasks == [], (key, first["argv"])
 
 
 def test_cpu_rules_ask_for_no_gpu(submitted):
@@ -387,12 +390,12 @@ def test_gpu_0_and_cpu_only_rules_get_no_gpu_resources(tmp_path):
     assert {"train_stage", "evaluate_base", "evaluate_stage", "aggregate", "figures"} <= set(
         resources
     ), sorted(resources)
-    gpu_keys = {"gpu", "gpus", "gres", "gpu_model", "cpus_per_gpu"}
+    gpu_keys = {"gpu", "gpus", "gres", "gpu_model", "cpus_per_gpu", "tasks_per_gpu"}
     for rule in ("evaluate_base", "evaluate_stage", "prepare_data", "aggregate", "figures"):
         for job in resources.get(rule, []):
             assert not gpu_keys & set(job), (rule, job)
     for job in resources["train_stage"]:
-        assert (job["gpu"], job["gpu_model"]) == ("8", "h100"), job
+        assert (job["gpu"], job["gpu_model"], job["tasks_per_gpu"]) == ("8", "h100", "0"), job
 
 
 def test_launcher_starts_the_cli_as_a_module() -> None:

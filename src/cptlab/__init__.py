@@ -31,7 +31,8 @@ memory.py            `cptlab plan-memory`: each GPU job's predicted peak against
 model_sizes.py       a decoder's sizes: parameters, KV cache, activations (for memory.py)
 site.py              what a config asks of the machine, checked before the first job
 locks.py             freeing the lock of a Snakemake run killed with -9
-slurm.py             SLURM jobs a killed run left queued or running: the next run waits
+slurm.py             SLURM jobs a killed run left queued or running: the next run waits;
+                     the watch of SLURM's controller during a run
 progress.py          `cptlab watch`: what each running job is doing
 artifacts.py         atomic writes; a manifest.json written last marks a folder complete
 rows.py              the canonical row schema

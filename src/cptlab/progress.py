@@ -47,11 +47,12 @@ class JobProgress:
             text += (", " if self.total else ": ") + self.detail
         idle = now - self.last_change
         if idle > stall_after:
-            text += f" -- STALLED? nothing new for {_duration(idle)}"
+            text += f" -- STALLED? nothing new for {duration(idle)}"
         return text
 
 
-def _duration(seconds: float) -> str:
+def duration(seconds: float) -> str:
+    """`1h02m`, `3m05s` or `42s`."""
     seconds = max(0, int(seconds))
     if seconds >= 3600:
         return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
@@ -107,7 +108,7 @@ def train_progress(config: dict, layout: Layout, method: str, seed: int, stage: 
         if times:
             per_step = sum(times) / len(times)
             detail.append(
-                f"{per_step:.1f} s/step, ETA {_duration(per_step * (steps - len(records)))}"
+                f"{per_step:.1f} s/step, ETA {duration(per_step * (steps - len(records)))}"
             )
     job = f"train {method} seed{seed} stage {stage} {domain}"
     started = layout.log_file(layout.train_job(method, seed, stage, domain))
@@ -145,7 +146,7 @@ def base_progress(config: dict, layout: Layout):
     if steps:
         done, seconds = int(steps[-1][0]), steps[-1][1]
         if seconds and done:
-            detail += f", ETA {_duration(float(seconds) / done * (total - done))}"
+            detail += f", ETA {duration(float(seconds) / done * (total - done))}"
     return JobProgress("build base", done, total, detail, _mtime(log))
 
 

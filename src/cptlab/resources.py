@@ -34,6 +34,11 @@ def snakemake_resources(config: Mapping, kind: str) -> dict[str, Any]:
     if spec["gpu"]:
         res["gpu"] = spec["gpu"]
         res.update({key: spec[key] for key in ("gpu_model", "cpus_per_gpu") if key in spec})
+        # One task per job: its launcher starts one process per GPU. The executor plugin's
+        # 2.6.1 (the GPU lock's) asks a GPU job for `--ntasks-per-gpu=1` unless tasks_per_gpu is
+        # set: one task per GPU, each bound to one GPU. 0 omits the flag there; from 2.7.0 on the
+        # flag comes only with tasks_per_gpu >= 1 (docs/slurm.md).
+        res["tasks_per_gpu"] = 0
     res.update({key: spec[key] for key in ("slurm_partition", "slurm_account") if key in spec})
     return res
 

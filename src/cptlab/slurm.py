@@ -10,6 +10,12 @@ the shared `.snakemake/`), so the new run takes its outputs as done; one that fa
 again. The wait ends when the last of them does, at the latest at their SLURM time limits, and
 says which jobs it waits for and how to cancel them instead.
 
+While a run goes on, `start_controller_watch` (started from the workflow's onstart in a SLURM
+run) asks SLURM's controller every minute whether it answers, and says when it stops, again
+every 10 minutes while it stays down, and when it is back. The executor plugin says nothing
+useful then: it turns to sacct for job states (which reports the jobs as they were, since
+their ends go through the controller), and a failed status query is a debug line.
+
 A job belongs to this workflow when the executor plugin submitted it (its comment starts with
 `rule_` or `group_`) with this folder as its working directory (`sbatch -D`). It belongs to a
 killed run when no Snakemake run holds this folder's lock: a live run always does, and
@@ -21,12 +27,14 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from cptlab.locks import LOCKS
+from cptlab.progress import duration
 
 # Snakemake marks the outputs of every job it starts here and clears the marks when the job
 # ends; a killed run's unfinished jobs keep theirs. No marks: nothing of a killed run is left.
@@ -34,6 +42,8 @@ INCOMPLETE = Path(".snakemake") / "incomplete"
 # The executor plugin's `--comment` of a job: rule_<rule>[_wildcards_<values>], or group_...
 PLUGIN_COMMENTS = ("rule_", "group_")
 SQUEUE_TIMEOUT_S = 60
+CONTROLLER_CHECK_S = 60.0  # between two `scontrol ping`s of the controller watch
+CONTROLLER_REMIND_S = 600.0  # while the controller stays down, said again this often
 
 
 def _to_stderr(message: str) -> None:
@@ -125,3 +135,71 @@ def wait_for_jobs_of_killed_run(
         jobs = left
     say("cptlab: the killed run's SLURM jobs have ended; planning the rest")
     return waited
+
+
+def controller_problem() -> str | None:
+    """None when SLURM's controller answers `scontrol ping`; else what scontrol said."""
+    command = ["scontrol", "ping"]
+    try:
+        done = subprocess.run(
+            command, capture_output=True, text=True, timeout=SQUEUE_TIMEOUT_S, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return f"{' '.join(command)}: {err}"
+    if done.returncode == 0:
+        return None
+    lines = (done.stdout + done.stderr).strip().splitlines()
+    return f"{' '.join(command)}: {lines[0] if lines else f'exit status {done.returncode}'}"
+
+
+@dataclass
+class ControllerWatch:
+    """What to say about SLURM's controller at each check: that it stopped answering, again
+    every `remind_s` while it stays down, and that it is back; nothing while it answers."""
+
+    ping: Callable[[], str | None] = controller_problem
+    remind_s: float = CONTROLLER_REMIND_S
+    down_since: float | None = None
+    said_at: float = 0.0
+
+    def check(self, now: float) -> str | None:
+        problem = self.ping()
+        if problem is None:
+            if self.down_since is None:
+                return None
+            down, self.down_since = now - self.down_since, None
+            return f"cptlab: SLURM's controller answers again, after {duration(down)} without"
+        if self.down_since is None:
+            self.down_since = self.said_at = now
+            since = time.strftime("%H:%M:%S", time.localtime(now))
+            return (
+                f"cptlab: SLURM's controller does not answer ({problem}) since {since}: until "
+                "it does, no job can be submitted or start, and no running job's end is recorded"
+            )
+        if now - self.said_at >= self.remind_s:
+            self.said_at = now
+            return (
+                f"cptlab: SLURM's controller still does not answer, for "
+                f"{duration(now - self.down_since)} ({problem})"
+            )
+        return None
+
+
+def start_controller_watch(
+    *, every_s: float = CONTROLLER_CHECK_S, say: Callable[[str], None] = _to_stderr
+) -> threading.Thread | None:
+    """A daemon thread that checks the controller every `every_s` seconds for as long as the
+    process runs and says what `ControllerWatch` says; None where SLURM is not installed."""
+    if shutil.which("scontrol") is None:
+        return None
+    watch = ControllerWatch()
+
+    def loop() -> None:
+        while True:
+            time.sleep(every_s)
+            if (line := watch.check(time.time())) is not None:
+                say(line)
+
+    thread = threading.Thread(target=loop, name="cptlab-slurm-controller-watch", daemon=True)
+    thread.start()
+    return thread

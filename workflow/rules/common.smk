@@ -18,6 +18,7 @@ from cptlab.locks import lock_holder, record_lock_owner, release_stale_lock
 from cptlab.plan import Plan, base_measure_benchmarks, builds_base, datasets, eval_benchmarks
 from cptlab.provenance import SourceTree, stage, write_if_changed
 from cptlab.site import site_problems
+from cptlab.slurm import start_controller_watch
 from cptlab.resources import (
     RESOURCE_DEFAULTS,
     computes_in_half_precision,
@@ -66,12 +67,16 @@ CONFIG_FILE = str(LAYOUT.config_file)
 SOURCES = SourceTree(Path(workflow.basedir) / "src" / "cptlab")
 
 
+def on_slurm():
+    """Whether this run's jobs go to SLURM (known once the run starts, not while parsing)."""
+    return workflow.executor_plugin is not None and workflow.executor_plugin.name == "slurm"
+
+
 # What the run still needs of this machine (data files, the base, SLURM partitions), checked
 # before the first job: a placeholder left in the config stops a run at once, key by key, not
 # hours in (cptlab.site). A dry run names the same problems as warnings.
 def site_check_lines(level):
-    slurm = workflow.executor_plugin is not None and workflow.executor_plugin.name == "slurm"
-    return [f"cptlab: {level}: {p}" for p in site_problems(config, LAYOUT, slurm=slurm)]
+    return [f"cptlab: {level}: {p}" for p in site_problems(config, LAYOUT, slurm=on_slurm())]
 
 
 if workflow.is_main_process and workflow.output_settings.dryrun:
@@ -85,6 +90,9 @@ onstart:
         sys.exit(2)
     record_lock_owner()
     write_if_changed(CONFIG_FILE, config, sort_keys=False)
+    # The executor plugin says nothing useful while SLURM's controller is down (cptlab.slurm).
+    if on_slurm():
+        start_controller_watch()
 
 
 wildcard_constraints:
