@@ -180,3 +180,41 @@ def test_each_evaluations_peak_is_vllms_share_of_the_machine(method, seed, stage
     job = evaluation_memory(CONFIG, ARCH, memory["memory_node_total_bytes"], on_gpu=False)
     ratio = memory["peak_rss_bytes"] / job.peak
     assert EVAL_PEAK_RANGE[0] <= ratio <= EVAL_PEAK_RANGE[1], (memory, job.peak, ratio)
+
+
+EMA_STAGES = [s for s in STAGES if s[0] == "sdpo_ema5"]
+
+
+@pytest.mark.parametrize("method, seed, stage, domain", EMA_STAGES)
+def test_the_ema_teacher_moved_as_a_float32_ema(method, seed, stage, domain):
+    """SDPO_5%'s teacher after the stage (its float32 weights in the last trainer checkpoint)
+    against a float32 EMA of the same student. Over n updates at rate r from the anchor t0,
+    towards a student whose bf16 weights (what the update reads) stay within rounding of s:
+    t_n - t0 = (1 - (1 - r)^n) (s - t0). At the rehearsal's learning rate the student's bf16
+    weights differ from the float32 anchor mostly by their rounding, so s is the stage's end in
+    bf16 and the ratio of the movements is 1 - (1 - r)^n. TRL's in-place bf16 update moves no
+    weight here (each increment is under half a bf16 step): a ratio of 0."""
+    import torch
+    from safetensors.torch import load_file
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    manifest = json.loads(LAYOUT.stage_manifest(method, seed, stage, domain).read_text())
+    rate = manifest["settings"]["params"]["teacher_update_rate"]
+    updates = manifest["optimizer_steps_done"]
+    state = LAYOUT.state_dir(method, seed, stage, domain)
+    last = max(state.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
+    teacher = torch.load(last / "sdpo_teacher.pt", weights_only=True)
+    out = LAYOUT.stage_dir(method, seed, stage, domain)
+    with torch.device("meta"):
+        names = [n for n, _ in AutoModelForCausalLM.from_config(
+            AutoConfig.from_pretrained(out)).named_parameters()]  # fmt: skip
+    anchor = load_file(ROOT / manifest["teacher"] / "model.safetensors")
+    end = load_file(out / "model.safetensors")
+
+    def norm(tensors) -> float:
+        return sum(t.double().norm() ** 2 for t in tensors).item() ** 0.5
+
+    moved = norm(t - anchor[n].float() for n, t in zip(names, teacher, strict=True))
+    student = norm(end[n].bfloat16().float() - anchor[n].float() for n in names)
+    assert all(t.dtype == torch.float32 for t in teacher)
+    assert moved / student == pytest.approx(1 - (1 - rate) ** updates, rel=0.05)
