@@ -6,7 +6,14 @@ Markers (pyproject.toml): `slow` (opt-in, `make test-slow`: builds the full embe
 
 from __future__ import annotations
 
+import os
+
 from cptlab.cli import main, parser
+from cptlab.layout import RESULTS_ENV
+
+# The tests' workflows write into their own folders, not into a shared results folder that the
+# caller's environment names.
+os.environ.pop(RESULTS_ENV, None)
 
 
 def run_command(argv: list[str]) -> None:

@@ -103,12 +103,12 @@ def provenance(job, command, settings=lambda wc: {}):
 
     def staged_provenance(wc):
         refuse_if_locked()
-        committed = LAYOUT.provenance_file(job.format(**wc))
+        job_id = job.format(**wc)
         record = {"command": command, "code": SOURCES.code_hash(command), "settings": settings(wc)}
         if workflow.touch and not workflow.dryrun:
             # --touch declares the outputs up to date with this config, and so their provenance.
-            write_if_changed(committed, record)
-        return str(stage(committed, record))
+            write_if_changed(LAYOUT.provenance_file(job_id), record)
+        return str(stage(LAYOUT.root, job_id, record))
 
     return staged_provenance
 
@@ -224,8 +224,8 @@ def train_settings(wc):
     anchor checkpoints and its launcher."""
     return {
         **stage_settings(wc.method, wc.domain).as_dict(domain_steps=False),
-        "start": previous_checkpoint(wc),
-        "anchor": anchor(),
+        "start": LAYOUT.recorded(previous_checkpoint(wc)),
+        "anchor": LAYOUT.recorded(anchor()),
         "launcher": rule_resources(config, "train")["launcher"],
     }
 
@@ -240,7 +240,7 @@ def evaluation_settings(checkpoint, method=lambda wc: None):
             for key, value in asdict(EvalSettings.for_checkpoint(config, method(wc))).items()
             if key != "shards"
         },
-        "checkpoint": checkpoint(wc),
+        "checkpoint": LAYOUT.recorded(checkpoint(wc)),
     }
 
 
@@ -269,7 +269,10 @@ def findings_settings(wc):
 
 
 def drift_settings(wc):
-    return {"drift": ChainSettings.from_config(config).as_dict(), "base": base_model()}
+    return {
+        "drift": ChainSettings.from_config(config).as_dict(),
+        "base": LAYOUT.recorded(base_model()),
+    }
 
 
 def dataset_distance_settings(wc):
