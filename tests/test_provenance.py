@@ -10,7 +10,7 @@ from urllib.parse import quote
 
 import pytest
 
-from cptlab.cli import COMMAND_MODULES, main
+from cptlab.cli import COMMAND_MODULES
 from cptlab.provenance import (
     DATA_FILES,
     SETTLED,
@@ -203,11 +203,3 @@ def test_a_stale_record_is_dated_now_even_if_staged_long_before(tmp_path, monkey
     staged = stage("results/exp", "job", RECORD, staging=tmp_path / "staged")
     os.utime(staged, (1e9, 1e9))
     assert stage("results/exp", "job", RECORD, staging=tmp_path / "staged").stat().st_mtime > 1e9
-
-
-def test_commit_provenance_is_a_subcommand(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    staged = stage("results/exp", "job", RECORD)
-    assert main(["commit-provenance", str(staged)]) == 0
-    assert Path("results/exp/provenance/job.json").read_text() == staged.read_text()
-    assert main(["commit-provenance", ".snakemake/cptlab/results%2Fgone/gone.0123/gone.json"]) == 2

@@ -27,6 +27,8 @@ written once. Methods accept wildcard placeholders as well as values
                                                    succeeded: reruns are decided from these
                                                    files, so they travel with results/
     logs/<job>.log, benchmarks/<job>.tsv           each job's log and Snakemake timing
+    claims/<job>.json                              who is making each job now: run, user,
+                                                   host, process, clone (cptlab.claims)
 
 The results folder is `results/` of the working folder, or the folder CPTLAB_RESULTS names
 (a relative path is taken from the working folder): how clones share one folder without a
@@ -264,6 +266,13 @@ class Layout:
     @staticmethod
     def drift_chain_job(method: str, seed: int | str) -> str:
         return f"drift/{method}/seed{seed}"
+
+    @property
+    def claims_dir(self) -> Path:
+        return self.root / "claims"
+
+    def claim_file(self, job: str) -> Path:
+        return self.claims_dir / f"{job}.json"
 
     def provenance_file(self, job: str) -> Path:
         return self.root / "provenance" / f"{job}.json"

@@ -12,8 +12,8 @@ config leaves the results folder as it was. Instead each invocation *stages* the
 input. The staged file is dated long ago when the committed record already says the same, and
 now when it does not, so Snakemake reruns exactly the jobs whose settings or code changed (and
 what reads their outputs). The job's last step, after its command succeeded, commits the staged
-record (`cptlab commit-provenance`); a job that fails or is killed leaves the old record, and
-the next invocation reruns it.
+record (`commit`, run by `cptlab claimed`, which starts every job: cptlab.claims); a job that
+fails or is killed leaves the old record, and the next invocation reruns it.
 
 The code hash of a subcommand is computed, not listed: every cptlab module its handler imports,
 followed through the import graph (imports inside functions count, since a lazy import is still
@@ -22,7 +22,6 @@ a dependency), plus the package data those modules read (DATA_FILES).
 
 from __future__ import annotations
 
-import argparse
 import ast
 import hashlib
 import json
@@ -33,7 +32,6 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 from cptlab.artifacts import atomic_write_text
-from cptlab.cli import arg, command
 from cptlab.errors import InputError
 from cptlab.layout import Layout
 
@@ -222,7 +220,7 @@ def stage(
     """Stage `record`, the provenance this invocation wants job `job` of the experiment folder
     `root` to have committed, and return the staged file. Its date tells Snakemake whether the
     job is stale: long ago (SETTLED) when the committed file already holds the record (and
-    `stale` does not say its outputs are suspect), now otherwise, so it is newer
+    `stale` does not say its outputs are suspect: cptlab.claims), now otherwise, so it is newer
     than the job's outputs. Nothing under results/ is written."""
     text = render(record)
     staged = staged_path(root, job, text, staging)
@@ -236,19 +234,10 @@ def stage(
 
 def commit(staged: str | Path, staging: Path = STAGED) -> Path:
     """Record that the job of `staged` ran with that provenance: copy it, atomically, to its
-    committed file. The job's last step, after its command succeeded."""
+    committed file. The job's last step, after its command succeeded (cptlab.claims)."""
     committed = committed_path(staged, staging)
     atomic_write_text(committed, Path(staged).read_text())
     return committed
-
-
-@command(
-    "commit-provenance",
-    "record in results/ the provenance a job ran with (the last step of every workflow job)",
-    arg("staged", help="the job's staged provenance file, under .snakemake/cptlab/"),
-)
-def commit_provenance(args: argparse.Namespace) -> None:
-    commit(args.staged)
 
 
 def write_if_changed(path: str | Path, record: Mapping[str, Any], sort_keys: bool = True) -> Path:
