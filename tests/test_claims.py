@@ -105,6 +105,16 @@ def test_a_process_of_this_host_is_alive_while_it_runs_and_not_under_a_reused_pi
     assert not alive(replace(claim, driver=dead_process()), 0.0, slurm=lambda c: False)
 
 
+def test_a_killed_process_not_yet_reaped_is_dead():
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    process = replace(Process.this(), pid=child.pid, start=None)
+    assert process.exists()
+    child.kill()
+    time.sleep(0.2)  # a zombie now: this test has not reaped it
+    assert Path(f"/proc/{child.pid}/stat").exists() and not process.exists()
+    child.wait()
+
+
 def test_another_hosts_claim_lives_by_its_heartbeat():
     claim = replace(new_claim(JOB, "r"), driver=elsewhere(Process.this()))
     assert alive(claim, STALE_S - 1, slurm=lambda c: False)

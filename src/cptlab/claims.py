@@ -81,13 +81,16 @@ def _boot_id() -> str:
 
 
 def _start_ticks(pid: int) -> int | None:
-    """The start time of process `pid` (clock ticks since boot), or None when it is gone."""
+    """The start time of process `pid` (clock ticks since boot), or None when it is gone: no
+    such process, or a zombie (killed, not yet reaped; a container's first process may never
+    reap it)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
     # The command name (field 2) may hold spaces and parentheses: count after its last ")".
-    return int(stat.rsplit(")", 1)[1].split()[19])
+    fields = stat.rsplit(")", 1)[1].split()
+    return None if fields[0] in ("Z", "X") else int(fields[19])
 
 
 @dataclass(frozen=True)
