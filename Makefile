@@ -87,6 +87,8 @@ FORCE:
 
 EXPERIMENT ?= embedded
 SNAKEMAKE_ARGS ?=
+# The results folder: results/, or a shared one that CPTLAB_RESULTS names (docs/design.md).
+RESULTS := $(or $(CPTLAB_RESULTS),results)
 
 # The whole experiment, then the HTML report, in one Snakemake call (--report-after-run: a
 # second call would build the DAG again and, where SLURM's commands are installed, wait on
@@ -94,8 +96,8 @@ SNAKEMAKE_ARGS ?=
 # `cptlab watch` prints, beside Snakemake's log, what each running job is doing.
 run: setup
 	@export PATH="$(abspath $(BIN)):$$PATH"; \
-	cptlab watch --results-dir results/$(EXPERIMENT) --every 30 & watcher=$$!; \
-	snakemake --cores $(CORES) $(SNAKEMAKE_ARGS) --report results/$(EXPERIMENT)/report.html \
+	cptlab watch --results-dir $(RESULTS)/$(EXPERIMENT) --every 30 & watcher=$$!; \
+	snakemake --cores $(CORES) $(SNAKEMAKE_ARGS) --report $(RESULTS)/$(EXPERIMENT)/report.html \
 		--report-after-run; status=$$?; kill $$watcher 2>/dev/null; \
 	exit $$status
 
@@ -122,7 +124,7 @@ $(REHEARSAL_BASE)/model.safetensors: $(addprefix src/cptlab/base_model/,rehearsa
 rehearsal: $(REHEARSAL_BASE)/model.safetensors
 	@export PATH="$(abspath $(VLLM_BIN)):$$PATH" VLLM_ENABLE_V1_MULTIPROCESSING=0 VLLM_CPU_CI_ENV=1; \
 	snakemake --cores $(CORES) --configfile config/rehearsal.yaml $(SNAKEMAKE_ARGS) \
-		--report results/rehearsal/report.html --report-after-run && \
+		--report $(RESULTS)/rehearsal/report.html --report-after-run && \
 	python -m pytest -q -p no:cacheprovider -m rehearsal tests/test_rehearsal_results.py
 
 # Two workers, one test file each at a time (a file's module fixtures are built once), and one

@@ -6,7 +6,16 @@ Markers (pyproject.toml): `slow` (opt-in, `make test-slow`: builds the full embe
 
 from __future__ import annotations
 
+import os
+
+from cptlab.claims import RUN_ENV
 from cptlab.cli import main, parser
+from cptlab.layout import RESULTS_ENV
+
+# The tests' workflows write into their own folders: not into a shared results folder that the
+# caller's environment names, nor as jobs of the caller's run.
+for _name in (RESULTS_ENV, RUN_ENV):
+    os.environ.pop(_name, None)
 
 
 def run_command(argv: list[str]) -> None:

@@ -6,10 +6,11 @@ from __future__ import annotations
 import os
 import textwrap
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
-from cptlab.cli import COMMAND_MODULES, main
+from cptlab.cli import COMMAND_MODULES
 from cptlab.provenance import (
     DATA_FILES,
     SETTLED,
@@ -17,6 +18,7 @@ from cptlab.provenance import (
     commit,
     committed_path,
     stage,
+    staged_job,
     staged_path,
     write_if_changed,
 )
@@ -158,45 +160,46 @@ def test_write_if_changed_keeps_the_modification_time(tmp_path):
 RECORD = {"command": "evaluate-checkpoint", "code": "0123", "settings": {"n": 4}}
 
 
-def test_a_staged_record_is_named_by_its_content_and_leads_back_to_its_committed_file(tmp_path):
-    committed = Path("results/exp/provenance/evaluate/base.json")
-    first = staged_path(committed, "a", tmp_path)
-    assert first.parent.parent == tmp_path / committed.parent and first.name == "base.json"
+@pytest.mark.parametrize("root", ["results/exp", "/shared/lab/results/exp", "../lab/results/exp"])
+def test_a_staged_record_is_named_by_its_content_and_leads_back_to_its_job(tmp_path, root):
+    """The staged file's first folder is the experiment's folder in one name (relative or
+    absolute, CPTLAB_RESULTS), the rest the job id: the job finds its folder, claim and
+    committed file from it alone."""
+    job = "evaluate/base"
+    first = staged_path(root, job, "a", tmp_path)
+    assert first.parent.parent.parent == tmp_path / quote(root, safe="")
+    assert first.name == "base.json"
     assert first.parent.name.startswith("base.")
-    assert staged_path(committed, "b", tmp_path) != first
-    assert committed_path(first, tmp_path) == committed
+    assert staged_path(root, job, "b", tmp_path) != first
+    assert staged_job(first, tmp_path) == (Path(root), job)
+    assert committed_path(first, tmp_path) == Path(root) / "provenance" / "evaluate" / "base.json"
+    dotted = staged_path(root, "data/math.v2", "a", tmp_path)  # a benchmark name with a dot
+    assert staged_job(dotted, tmp_path) == (Path(root), "data/math.v2")
 
 
 def test_staged_is_stale_until_the_job_commits_and_nothing_goes_to_results(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    committed = Path("results/exp/provenance/job.json")
-    staged = stage(committed, RECORD, tmp_path / "staged")
+    root, committed = Path("results/exp"), Path("results/exp/provenance/job.json")
+    staged = stage(root, "job", RECORD, staging=tmp_path / "staged")
     assert not Path("results").exists()  # staging never writes under results/
     assert staged.stat().st_mtime > SETTLED  # no record committed: stale, dated now
     assert commit(staged, tmp_path / "staged") == committed
     assert committed.read_text() == staged.read_text()
-    assert stage(committed, RECORD, tmp_path / "staged").stat().st_mtime == SETTLED
-    other = stage(committed, {**RECORD, "settings": {"n": 5}}, tmp_path / "staged")
+    assert stage(root, "job", RECORD, staging=tmp_path / "staged").stat().st_mtime == SETTLED
+    other = stage(root, "job", {**RECORD, "settings": {"n": 5}}, staging=tmp_path / "staged")
     assert other != staged and other.stat().st_mtime > SETTLED
     before = committed.stat().st_mtime_ns
-    assert stage(committed, RECORD, tmp_path / "staged") == staged  # back: settled again
+    assert stage(root, "job", RECORD, staging=tmp_path / "staged") == staged  # settled again
     assert staged.stat().st_mtime == SETTLED and committed.stat().st_mtime_ns == before
+    # A job that a dead run's claim marks suspect (cptlab.claims) is stale whatever it holds.
+    suspect = stage(root, "job", RECORD, stale=True, staging=tmp_path / "staged")
+    assert suspect == staged and staged.stat().st_mtime > SETTLED
 
 
 def test_a_stale_record_is_dated_now_even_if_staged_long_before(tmp_path, monkeypatch):
     """Staged by an earlier preview, then the job ran with another record: the staged file
     must be newer than those outputs, not keep its first date."""
     monkeypatch.chdir(tmp_path)
-    committed = Path("results/exp/provenance/job.json")
-    staged = stage(committed, RECORD, tmp_path / "staged")
+    staged = stage("results/exp", "job", RECORD, staging=tmp_path / "staged")
     os.utime(staged, (1e9, 1e9))
-    assert stage(committed, RECORD, tmp_path / "staged").stat().st_mtime > 1e9
-
-
-def test_commit_provenance_is_a_subcommand(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    committed = Path("results/exp/provenance/job.json")
-    staged = stage(committed, RECORD, Path(".snakemake/cptlab"))
-    assert main(["commit-provenance", str(staged)]) == 0
-    assert committed.read_text() == staged.read_text()
-    assert main(["commit-provenance", ".snakemake/cptlab/results/gone.0123/gone.json"]) == 2
+    assert stage("results/exp", "job", RECORD, staging=tmp_path / "staged").stat().st_mtime > 1e9

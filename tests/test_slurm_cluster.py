@@ -27,6 +27,9 @@ either.
   training job; a training job past its time limit; the Snakemake controller killed with -9
   while its jobs are queued and running, then the same command again; the accounting database
   stopped while a job runs; and, last and alone, slurmctld stopped while a job runs.
+- Two drivers, in two clones that share one results folder (a symlink), each running one chain
+  of the smoke config through the profile: no job is submitted twice (cptlab.claims), and the
+  stages and evaluations are the local run's.
 
 The long runs overlap (fixture `runs`): the two smoke runs start together, and the drills as
 soon as the local one has made their data and base. The SLURM run leaves the CPUs idle while
@@ -321,6 +324,7 @@ class Runs:
     drills: dict[str, Future]  # each drill's outcome, and the uninterrupted reference's
     drills_began: float  # time.monotonic() when they were started
     template: Path  # the drills' workflow, with the data and base of the local run
+    shared: Future  # the two drivers on one results folder (SharedDrivers)
 
 
 @pytest.fixture(scope="module")
@@ -346,12 +350,13 @@ def runs(cluster, tmp_path_factory) -> Iterator[Runs]:
         "controller": controller_drill,
         **{f"gpu {driver}": partial(gpu_drill, driver=driver) for driver in DRIVERS},
     }
-    pool = ThreadPoolExecutor(max_workers=len(drill_runs))
+    pool = ThreadPoolExecutor(max_workers=len(drill_runs) + 1)
     began, drills = time.monotonic(), {}
     for name, drill in drill_runs.items():
         work = tmp_path_factory.mktemp(name.replace(" ", "_")) / "workflow"
         drills[name] = pool.submit(drill, shutil.copytree(template, work, symlinks=True))
-    yield Runs(plan, local, on_slurm, drills, began, template)
+    shared = pool.submit(two_drivers, tmp_path_factory.mktemp("shared"))
+    yield Runs(plan, local, on_slurm, drills, began, template, shared)
     pool.shutdown(wait=True)
 
 
@@ -869,6 +874,94 @@ def test_gpu_jobs_run_once_with_all_their_gpus(drills, driver):
     assert avoidable_warnings(drill.log) == []
 
 
+# --- two drivers on one shared results folder ----------------------------------------------------
+
+SMOKE_LAYOUT = Layout(Path("results/smoke"))
+
+
+def chain_targets(method: str) -> list[str]:
+    """A chain of the smoke config: both its stages' evaluations (and so its stages, the base
+    and the data they need)."""
+    return [str(SMOKE_LAYOUT.eval_file("math_id", method, 0, stage)) for stage in (1, 2)]
+
+
+@dataclass
+class SharedDrivers:
+    a: Path  # the clone that holds results/
+    b: Path  # the clone whose results/ is a symlink to a's
+    log_a: str
+    log_b: str
+    pid_a: int
+
+
+def two_drivers(folder: Path) -> SharedDrivers:
+    """A drives the grpo chain, B the sdpo chain, each `--profile slurm` in its own clone; B
+    starts once A's base build runs, which is held (SIGSTOP) until B waits for it."""
+    a, b = copy_workflow(mkdir(folder / "a")), copy_workflow(mkdir(folder / "b"))
+    (a / "results").mkdir()
+    (b / "results").symlink_to(a / "results")
+    run_a = Run(a, *chain_targets("grpo"), *ON_SLURM, "--configfile", SMOKE)
+
+    def base_build() -> list[int]:
+        return [pid for pid in processes_in(a) if b"build-base" in cmdline(pid)]
+
+    held = wait_until(base_build, "A's base build as a SLURM job", run=run_a, poll=0.2)
+    for pid in held:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        run_b = Run(b, *chain_targets("sdpo_frozen"), *ON_SLURM, "--configfile", SMOKE)
+        wait_until(lambda: "cptlab: waiting for base" in run_b.log, "B's wait", run=run_b)
+    finally:
+        for pid in held:
+            os.kill(pid, signal.SIGCONT)
+    return SharedDrivers(a, b, run_a.finish(), run_b.finish(), run_a.process.pid)
+
+
+def mkdir(path: Path) -> Path:
+    path.mkdir(parents=True)
+    return path
+
+
+@pytest.fixture(scope="module")
+def shared_drivers(runs) -> SharedDrivers:
+    return runs.shared.result()
+
+
+def test_two_drivers_on_one_results_folder_submit_each_job_once(shared_drivers, smoke, tmp_path):
+    drivers = shared_drivers
+    both = planned_jobs(
+        copy_workflow(mkdir(tmp_path / "both")),
+        *chain_targets("grpo"),
+        *chain_targets("sdpo_frozen"),
+        "--configfile",
+        SMOKE,
+    )
+    alone = planned_jobs(
+        copy_workflow(mkdir(tmp_path / "a")), *chain_targets("grpo"), "--configfile", SMOKE
+    )
+    jobs_a = accounting(drivers.a, count=alone.total())
+    jobs_b = accounting(drivers.b, count=both.total() - alone.total())
+    print(
+        "two drivers on one results folder, the SLURM jobs of each:",
+        json.dumps({"A": [j["Comment"] for j in jobs_a], "B": [j["Comment"] for j in jobs_b]}),
+    )
+    comments = [job["Comment"] for job in jobs_a + jobs_b]
+    assert len(set(comments)) == len(comments)  # none submitted twice
+    assert Counter(rule_of(job) for job in jobs_a + jobs_b) == both
+    assert {job["State"] for job in jobs_a + jobs_b} == {"COMPLETED"}
+    assert all("sdpo_frozen" in job["Comment"] for job in jobs_b), comments
+    owner_a = rf"\(process {drivers.pid_a}, clone {drivers.a}, since [^)]+\)"
+    assert re.search(rf"^cptlab: waiting for base, which the run of .* {owner_a} is making$",
+                     drivers.log_b, re.MULTILINE)  # fmt: skip
+    assert not list((drivers.a / SMOKE_LAYOUT.claims_dir).rglob("*.json"))
+    for method in ("grpo", "sdpo_frozen"):
+        for stage, domain in ((1, "math"), (2, "science")):
+            weights = SMOKE_LAYOUT.stage_dir(method, 0, stage, domain) / "model.safetensors"
+            assert (drivers.a / weights).read_bytes() == (smoke.local / weights).read_bytes()
+            responses = SMOKE_LAYOUT.responses_file("math_id", method, 0, stage)
+            assert (drivers.a / responses).read_bytes() == (smoke.local / responses).read_bytes()
+
+
 # --- slurmctld stopped mid-run, alone: every other run needs it -------------------------------
 
 
@@ -876,6 +969,7 @@ def test_slurmctld_stopped_mid_run_is_said_and_the_run_ends_once_it_is_back(runs
     """The controller stopped while a training job trains: the run says so within minutes (the
     controller watch, cptlab.slurm), and once it is back, finishes the stage. (A job whose step
     would start meanwhile fails: srun cannot confirm its allocation.)"""
+    wait([runs.shared])  # its runs are started from a thread of their own
     for run in Run.started:  # every other run of the module has ended
         run.process.wait(timeout=RUN_BOUND_S)
     work = shutil.copytree(runs.template, runs.template.parent / "slurmctld", symlinks=True)

@@ -22,9 +22,10 @@ errors.py            InputError (exit 2; ConfigError is one) and StageError (exi
 config.py            loading a config: YAML, `extends:` overlays, overrides, the schema
 validation.py        the config's name and method checks, above plan and spec
 config_reference.py  `cptlab config-reference`: config/README.md from the schema
-layout.py            Layout: every path under results/<experiment>/
+layout.py            Layout: every path under results/<experiment>/ (or CPTLAB_RESULTS)
 plan.py              the experiment's shape: data sets, benchmark lists, chains of stages
-provenance.py        what each job depends on (settings, code hash); `commit-provenance`
+provenance.py        what each job depends on (settings, code hash), staged and committed
+claims.py            who makes which job of a shared results folder; `claimed` starts each job
 resources.py         per-rule compute (threads, GPUs, runtime, memory, launcher)
 workload.py          `cptlab plan-hours`: every job's estimated work against its time limit
 memory.py            `cptlab plan-memory`: each GPU job's predicted peak against its GPU

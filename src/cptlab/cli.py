@@ -33,7 +33,7 @@ COMMAND_MODULES = (
     "cptlab.results.cli",
     "cptlab.drift.cli",
     "cptlab.config_reference",
-    "cptlab.provenance",
+    "cptlab.claims",
     "cptlab.workload",
     "cptlab.memory",
 )

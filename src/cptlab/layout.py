@@ -27,10 +27,17 @@ written once. Methods accept wildcard placeholders as well as values
                                                    succeeded: reruns are decided from these
                                                    files, so they travel with results/
     logs/<job>.log, benchmarks/<job>.tsv           each job's log and Snakemake timing
+    claims/<job>.json                              who is making each job now: run, user,
+                                                   host, process, clone (cptlab.claims)
+
+The results folder is `results/` of the working folder, or the folder CPTLAB_RESULTS names
+(a relative path is taken from the working folder): how clones share one folder without a
+symlink.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +45,7 @@ from pathlib import Path
 from cptlab.artifacts import MANIFEST
 
 RESULTS = Path("results")
+RESULTS_ENV = "CPTLAB_RESULTS"  # another results folder, shared by several clones
 TRAIN_LOG = "train_log.jsonl"
 BASE = "base"  # the base model's name among checkpoints (stage 0)
 BASE_JOB = "base"  # the job id of the base build
@@ -55,12 +63,25 @@ class Layout:
     root: Path
 
     @classmethod
-    def of(cls, config: Mapping, results: str | Path = RESULTS) -> Layout:
-        """The layout of `config`'s experiment under `results` (default ./results)."""
+    def of(cls, config: Mapping, results: str | Path | None = None) -> Layout:
+        """The layout of `config`'s experiment under `results` (default: $CPTLAB_RESULTS, else
+        ./results)."""
+        if results is None:
+            results = os.environ.get(RESULTS_ENV) or RESULTS
         return cls(Path(results) / config["experiment"])
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "root", Path(self.root))
+
+    def recorded(self, path: str | Path) -> str:
+        """`path` as provenance records name it: a path inside this folder as it lies under
+        ./results, wherever the folder is (CPTLAB_RESULTS), so that clones sharing the folder
+        record the same settings; any other path (a hub model's name) as it is."""
+        root = os.path.abspath(self.root)
+        full = os.path.abspath(path)
+        if os.path.commonpath([root, full]) != root:
+            return str(path)
+        return str(RESULTS / self.root.name / os.path.relpath(full, root)).removesuffix("/.")
 
     def root_in(self, path: str | Path) -> Path:
         """This layout's root as it appears in `path`, one of its artifacts: a job's files may
@@ -245,6 +266,13 @@ class Layout:
     @staticmethod
     def drift_chain_job(method: str, seed: int | str) -> str:
         return f"drift/{method}/seed{seed}"
+
+    @property
+    def claims_dir(self) -> Path:
+        return self.root / "claims"
+
+    def claim_file(self, job: str) -> Path:
+        return self.claims_dir / f"{job}.json"
 
     def provenance_file(self, job: str) -> Path:
         return self.root / "provenance" / f"{job}.json"

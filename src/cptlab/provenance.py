@@ -12,8 +12,8 @@ config leaves the results folder as it was. Instead each invocation *stages* the
 input. The staged file is dated long ago when the committed record already says the same, and
 now when it does not, so Snakemake reruns exactly the jobs whose settings or code changed (and
 what reads their outputs). The job's last step, after its command succeeded, commits the staged
-record (`cptlab commit-provenance`); a job that fails or is killed leaves the old record, and
-the next invocation reruns it.
+record (`commit`, run by `cptlab claimed`, which starts every job: cptlab.claims); a job that
+fails or is killed leaves the old record, and the next invocation reruns it.
 
 The code hash of a subcommand is computed, not listed: every cptlab module its handler imports,
 followed through the import graph (imports inside functions count, since a lazy import is still
@@ -22,7 +22,6 @@ a dependency), plus the package data those modules read (DATA_FILES).
 
 from __future__ import annotations
 
-import argparse
 import ast
 import hashlib
 import json
@@ -30,10 +29,11 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, unquote
 
 from cptlab.artifacts import atomic_write_text
-from cptlab.cli import arg, command
 from cptlab.errors import InputError
+from cptlab.layout import Layout
 
 PACKAGE = "cptlab"
 PACKAGE_ROOT = Path(__file__).resolve().parent
@@ -176,57 +176,68 @@ def render(record: Mapping[str, Any], sort_keys: bool = True) -> str:
     return json.dumps(record, indent=2, sort_keys=sort_keys, default=str) + "\n"
 
 
-def staged_path(committed: Path, text: str, root: Path = STAGED) -> Path:
-    """Where the record `text` for the committed file `committed` (relative to the working
-    folder, as Layout's paths are) is staged: named by its content, so invocations that want
-    different records never share a file.
+def staged_path(root: str | Path, job: str, text: str, staging: Path = STAGED) -> Path:
+    """Where the record `text` of job `job` of the experiment folder `root` is staged: named by
+    its content, so invocations that want different records never share a file. Its first
+    folder is `root`, quoted into one name (a relative or absolute path: `CPTLAB_RESULTS` may
+    put the results elsewhere), the rest is the job id, so the job's command finds its results
+    folder, its claim and its committed file from the staged file alone (`staged_job`).
 
     Each staged file has a folder of its own, made with it. Snakemake caches the listing of the
     folders it has scanned while it builds the DAG, and staging runs during that build: a record
     staged into a folder scanned moments before would be reported missing. A folder that holds
     one record exists only once that record does, so no scan can have missed it."""
-    if committed.is_absolute():
-        raise InputError(f"{committed}: a committed provenance path must be relative")
     digest = hashlib.sha256(text.encode()).hexdigest()[:16]
-    return root / committed.parent / f"{committed.stem}.{digest}" / committed.name
+    job_path = Path(job)
+    folder = staging / quote(str(root), safe="") / job_path.parent
+    return folder / f"{job_path.name}.{digest}" / f"{job_path.name}.json"
 
 
-def committed_path(staged: Path, root: Path = STAGED) -> Path:
-    """The committed file a staged record belongs to (the inverse of `staged_path`)."""
-    relative = Path(staged).relative_to(root)
-    return relative.parent.parent / relative.name
+def staged_job(staged: str | Path, staging: Path = STAGED) -> tuple[Path, str]:
+    """(the experiment folder, the job id) of a staged record (the inverse of `staged_path`)."""
+    try:
+        parts = Path(staged).relative_to(staging).parts
+    except ValueError:
+        raise InputError(f"{staged}: not a staged provenance record (under {staging})") from None
+    if len(parts) < 3 or not parts[-1].endswith(".json"):
+        raise InputError(f"{staged}: not a staged provenance record (under {staging})")
+    return Path(unquote(parts[0])), "/".join([*parts[1:-2], parts[-1].removesuffix(".json")])
 
 
-def stage(committed: str | Path, record: Mapping[str, Any], root: Path = STAGED) -> Path:
-    """Stage `record`, the provenance this invocation wants `committed` to hold, and return the
-    staged file. Its date tells Snakemake whether the job is stale: long ago (SETTLED) when the
-    committed file already holds the record, now otherwise, so it is newer than the job's
-    outputs. Nothing under results/ is written."""
-    committed = Path(committed)
+def committed_path(staged: str | Path, staging: Path = STAGED) -> Path:
+    """The committed file a staged record belongs to."""
+    root, job = staged_job(staged, staging)
+    return Layout(root).provenance_file(job)
+
+
+def stage(
+    root: str | Path,
+    job: str,
+    record: Mapping[str, Any],
+    stale: bool = False,
+    staging: Path = STAGED,
+) -> Path:
+    """Stage `record`, the provenance this invocation wants job `job` of the experiment folder
+    `root` to have committed, and return the staged file. Its date tells Snakemake whether the
+    job is stale: long ago (SETTLED) when the committed file already holds the record (and
+    `stale` does not say its outputs are suspect: cptlab.claims), now otherwise, so it is newer
+    than the job's outputs. Nothing under results/ is written."""
     text = render(record)
-    staged = staged_path(committed, text, root)
+    staged = staged_path(root, job, text, staging)
     if not staged.is_file():
         atomic_write_text(staged, text)
-    current = committed.is_file() and committed.read_text() == text
+    committed = Layout(root).provenance_file(job)
+    current = not stale and committed.is_file() and committed.read_text() == text
     os.utime(staged, (SETTLED, SETTLED) if current else None)
     return staged
 
 
-def commit(staged: str | Path, root: Path = STAGED) -> Path:
+def commit(staged: str | Path, staging: Path = STAGED) -> Path:
     """Record that the job of `staged` ran with that provenance: copy it, atomically, to its
-    committed file. The job's last step, after its command succeeded."""
-    committed = committed_path(Path(staged), root)
+    committed file. The job's last step, after its command succeeded (cptlab.claims)."""
+    committed = committed_path(staged, staging)
     atomic_write_text(committed, Path(staged).read_text())
     return committed
-
-
-@command(
-    "commit-provenance",
-    "record in results/ the provenance a job ran with (the last step of every workflow job)",
-    arg("staged", help="the job's staged provenance file, under .snakemake/cptlab/"),
-)
-def commit_provenance(args: argparse.Namespace) -> None:
-    commit(args.staged)
 
 
 def write_if_changed(path: str | Path, record: Mapping[str, Any], sort_keys: bool = True) -> Path:

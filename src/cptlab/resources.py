@@ -43,12 +43,15 @@ def snakemake_resources(config: Mapping, kind: str) -> dict[str, Any]:
     return res
 
 
-def cptlab_invocation(launcher: str, half_precision: bool = False) -> str:
+def cptlab_invocation(launcher: str, half_precision: bool = False, under: str = "") -> str:
     """The command that runs the CLI under `launcher`: `cptlab` without one, else the launcher
-    starting the `cptlab` module (`accelerate launch ... -m cptlab`, `torchrun ... -m cptlab`).
+    starting the `cptlab` module (`accelerate launch ... -m cptlab`, `torchrun ... -m cptlab`),
+    started by `under` when given (the workflow's `cptlab claimed ... --`).
     `half_precision` (`computes_in_half_precision`): the job and every process it starts keep
     torch's own CPU kernel dispatch (CPTLAB_CPU_KERNELS=native; cptlab/__init__.py says why)."""
     command = f"{launcher.strip()} -m cptlab" if launcher.strip() else "cptlab"
+    if under:
+        command = f"{under} {command}"
     return f"CPTLAB_CPU_KERNELS=native {command}" if half_precision else command
 
 

@@ -67,12 +67,14 @@ class SlurmJob:
         return f"{self.jobid} {rule}{' ' + wildcards if wildcards else ''} ({self.state})"
 
 
-def queued_jobs(workdir: Path) -> list[SlurmJob]:
-    """This user's jobs that SLURM still holds (pending, running, completing) and that the
-    executor plugin submitted from `workdir`. Raises SlurmQueryError when squeue fails."""
+def queued_jobs(workdir: Path, user: str | None = None) -> list[SlurmJob]:
+    """The jobs of `user` (default: this user) that SLURM still holds (pending, running,
+    completing) and that the executor plugin submitted from `workdir`. Raises SlurmQueryError
+    when squeue fails."""
     # squeue lists unfinished jobs only, unless asked for more. The comment comes last: the
     # split below leaves any "|" in it alone.
-    command = ["squeue", "--noheader", "--me", "--format=%i|%T|%Z|%k"]
+    whose = f"--user={user}" if user else "--me"
+    command = ["squeue", "--noheader", whose, "--format=%i|%T|%Z|%k"]
     try:
         done = subprocess.run(
             command, capture_output=True, text=True, timeout=SQUEUE_TIMEOUT_S, check=False

@@ -20,8 +20,9 @@ rule aggregate:
     conda:
         CONDA_ENV
     shell:
-        CPTLAB + " aggregate --config {params.config} --results-dir {params.results} > {log} 2>&1"
-        + COMMIT_PROVENANCE
+        cptlab_shell(
+            "aggregate --config {params.config} --results-dir {params.results}"
+        )
 
 
 rule findings:
@@ -48,8 +49,9 @@ rule findings:
     conda:
         CONDA_ENV
     shell:
-        CPTLAB + " findings --config {params.config} --results-dir {params.results} > {log} 2>&1"
-        + COMMIT_PROVENANCE
+        cptlab_shell(
+            "findings --config {params.config} --results-dir {params.results}"
+        )
 
 
 rule figures:
@@ -100,5 +102,6 @@ rule figures:
     conda:
         CONDA_ENV
     shell:
-        CPTLAB + " figures --config {params.config} --results-dir {params.results} > {log} 2>&1"
-        + COMMIT_PROVENANCE
+        cptlab_shell(
+            "figures --config {params.config} --results-dir {params.results}"
+        )

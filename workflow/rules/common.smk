@@ -1,6 +1,8 @@
 # Helpers shared by the rules: the config, the results layout, resources, and each job's
 # provenance (what decides its reruns). Parsing writes nothing under results/: a dry run, a lint
 # or a report with any config leaves the results folder as it was (cptlab.provenance).
+import atexit
+import os
 import sys
 from dataclasses import asdict
 from functools import cache
@@ -8,6 +10,7 @@ from pathlib import Path
 
 from cptlab.artifacts import MANIFEST
 from cptlab.base_model.settings import BaseSettings
+from cptlab.claims import RUN_ENV, ClaimConflict, ClaimsFolder, PlannedJob, SharedRun
 from cptlab.errors import ConfigError
 from cptlab.validation import load_config
 from cptlab.domains.prepare import data_settings as data_section
@@ -16,7 +19,7 @@ from cptlab.evaluation.settings import EvalSettings
 from cptlab.layout import BASE_JOB, Layout
 from cptlab.locks import lock_holder, record_lock_owner, release_stale_lock
 from cptlab.plan import Plan, base_measure_benchmarks, builds_base, datasets, eval_benchmarks
-from cptlab.provenance import SourceTree, stage, write_if_changed
+from cptlab.provenance import SourceTree, render, stage, staged_job, write_if_changed
 from cptlab.site import site_problems
 from cptlab.slurm import start_controller_watch
 from cptlab.resources import (
@@ -89,10 +92,29 @@ onstart:
         print("\n".join(_site_errors), file=sys.stderr)
         sys.exit(2)
     record_lock_owner()
+    if (_shared := shared_run()) is not None:
+        try:
+            _shared.claim(planned_jobs())
+        except ClaimConflict as err:
+            print(f"cptlab: error: {err}", file=sys.stderr)
+            sys.exit(2)
+        os.environ[RUN_ENV] = _shared.run  # the jobs join this run's claims
     write_if_changed(CONFIG_FILE, config, sort_keys=False)
     # The executor plugin says nothing useful while SLURM's controller is down (cptlab.slurm).
     if on_slurm():
         start_controller_watch()
+    if _shared is not None:
+        _shared.planned()
+
+
+onsuccess:
+    if (_shared := shared_run()) is not None:
+        _shared.release()
+
+
+onerror:
+    if (_shared := shared_run()) is not None:
+        _shared.release()
 
 
 wildcard_constraints:
@@ -107,23 +129,64 @@ def provenance(job, command, settings=lambda wc: {}):
     """Input function: the staged provenance of `job` (a pattern of the rule's wildcards), the
     settings it reads (`settings(wildcards)`) and the code hash of `command` as this invocation
     wants them; stale, so that the job reruns, when they are not what its last run committed
-    (cptlab.provenance.stage). The job commits it as its last step (COMMIT_PROVENANCE)."""
+    (cptlab.provenance.stage). The job commits it as its last step (CLAIMED)."""
 
     def staged_provenance(wc):
         refuse_if_locked()
-        committed = LAYOUT.provenance_file(job.format(**wc))
+        job_id = job.format(**wc)
+        # A job that another run is making: wait for it (its outputs are then complete), or
+        # redo it when that run is gone (cptlab.claims).
+        suspect = (run := shared_run()) is not None and run.await_job(job_id)
+        if run is None:
+            warn_if_claimed(job_id)
         record = {"command": command, "code": SOURCES.code_hash(command), "settings": settings(wc)}
         if workflow.touch and not workflow.dryrun:
             # --touch declares the outputs up to date with this config, and so their provenance.
-            write_if_changed(committed, record)
-        return str(stage(committed, record))
+            write_if_changed(LAYOUT.provenance_file(job_id), record)
+        return str(stage(LAYOUT.root, job_id, record, stale=suspect))
 
     return staged_provenance
 
 
-# Every job's last step, once its command succeeded: a failed or killed job keeps the provenance
-# of its last complete run, so the next invocation reruns it.
-COMMIT_PROVENANCE = " && cptlab commit-provenance {input.provenance}"
+# --- a results folder shared by several clones (cptlab.claims) --------------------------------
+
+
+@cache
+def shared_run():
+    """This run's side of the claims in the results folder, for a run that executes jobs (not
+    a dry run, --touch, a lint or a report): it plans alone, waits for the jobs of its plan
+    that a live run is making, claims the jobs it runs and releases them at the end. A run
+    whose config differs from config.json while a live run works there stops here."""
+    executing = workflow.executor_plugin is not None and not workflow.dryrun
+    if not (executing and workflow.is_main_process) or workflow.touch:
+        return None
+    slurm = workflow.executor_plugin.name == "slurm"
+    run = SharedRun(LAYOUT.root, slurm=slurm)
+    atexit.register(run.release)  # a run that stops before onsuccess or onerror
+    try:
+        run.plan(render(config, sort_keys=False))
+    except ClaimConflict as err:
+        print(f"cptlab: error: {err}", file=sys.stderr)
+        sys.exit(2)
+    return run
+
+
+@cache
+def warn_if_claimed(job_id):
+    """A dry run names each job of its plan that a run has claimed."""
+    if workflow.dryrun and workflow.is_main_process:
+        if (line := ClaimsFolder(LAYOUT.root).describe(job_id)) is not None:
+            print(f"cptlab: warning: {line}", file=sys.stderr)
+
+
+def planned_jobs():
+    """The jobs this run executes, as their claims name them (from their staged provenance),
+    with the outputs that were missing when it planned them."""
+    for job in workflow.dag.needrun_jobs():
+        staged = getattr(job.input, "provenance", None)
+        if staged is not None:
+            missing = tuple(workflow.dag.reason(job).missing_output)
+            yield PlannedJob(staged_job(staged)[1], tuple(job.input), tuple(job.output), missing)
 
 
 @cache
@@ -232,8 +295,8 @@ def train_settings(wc):
     anchor checkpoints and its launcher."""
     return {
         **stage_settings(wc.method, wc.domain).as_dict(domain_steps=False),
-        "start": previous_checkpoint(wc),
-        "anchor": anchor(),
+        "start": LAYOUT.recorded(previous_checkpoint(wc)),
+        "anchor": LAYOUT.recorded(anchor()),
         "launcher": rule_resources(config, "train")["launcher"],
     }
 
@@ -248,7 +311,7 @@ def evaluation_settings(checkpoint, method=lambda wc: None):
             for key, value in asdict(EvalSettings.for_checkpoint(config, method(wc))).items()
             if key != "shards"
         },
-        "checkpoint": checkpoint(wc),
+        "checkpoint": LAYOUT.recorded(checkpoint(wc)),
     }
 
 
@@ -277,7 +340,10 @@ def findings_settings(wc):
 
 
 def drift_settings(wc):
-    return {"drift": ChainSettings.from_config(config).as_dict(), "base": base_model()}
+    return {
+        "drift": ChainSettings.from_config(config).as_dict(),
+        "base": LAYOUT.recorded(base_model()),
+    }
 
 
 def dataset_distance_settings(wc):
@@ -325,14 +391,18 @@ CONDA_ENV = (
 )
 
 
-def cptlab_command(kind):
-    """How a job starts the CLI: `cptlab`, or under the kind's launcher (`accelerate launch
-    ...`, `torchrun ...`) as a module in every process (launchers run a Python file or module,
-    not a console script), with torch's own CPU kernels where the config computes in half
-    precision."""
-    launcher = rule_resources(config, kind)["launcher"]
-    return cptlab_invocation(launcher, computes_in_half_precision(config))
+# How every job starts: under its claim in the results folder, with its command's output in its
+# log; once the command succeeded, it commits the job's provenance (a failed or killed job keeps
+# that of its last complete run, so the next invocation reruns it) and releases the claim
+# (cptlab.claims).
+CLAIMED = "cptlab claimed --log {log} {input.provenance} --"
 
 
-# The CLI as a job without a launcher starts it.
-CPTLAB = cptlab_invocation("", computes_in_half_precision(config))
+def cptlab_shell(arguments, kind=None):
+    """A job's shell line: `cptlab <arguments>` under the job's claim (CLAIMED); for a `kind`
+    of resources with a launcher (`accelerate launch ...`, `torchrun ...`), the launcher runs
+    the `cptlab` module in every process (not a console script); with torch's own CPU kernels
+    where the config computes in half precision."""
+    launcher = rule_resources(config, kind)["launcher"] if kind else ""
+    start = cptlab_invocation(launcher, computes_in_half_precision(config), under=CLAIMED)
+    return f"{start} {arguments}"

@@ -34,10 +34,10 @@ rule drift_chain:
     conda:
         CONDA_ENV
     shell:
-        CPTLAB + " drift-chain --config {params.config} --method {wildcards.method}"
-        " --seed {wildcards.seed} --results-dir {params.results} --threads {threads}"
-        " > {log} 2>&1"
-        + COMMIT_PROVENANCE
+        cptlab_shell(
+            "drift-chain --config {params.config} --method {wildcards.method}"
+            " --seed {wildcards.seed} --results-dir {params.results} --threads {threads}"
+        )
 
 
 rule dataset_distance:
@@ -63,9 +63,10 @@ rule dataset_distance:
     conda:
         CONDA_ENV
     shell:
-        CPTLAB + " dataset-distance --config {params.config} --results-dir {params.results}"
-        " --threads {threads} > {log} 2>&1"
-        + COMMIT_PROVENANCE
+        cptlab_shell(
+            "dataset-distance --config {params.config} --results-dir {params.results}"
+            " --threads {threads}"
+        )
 
 
 rule drift_figures:
@@ -133,6 +134,6 @@ rule drift_figures:
     conda:
         CONDA_ENV
     shell:
-        CPTLAB + " drift-figures --config {params.config} --results-dir {params.results}"
-        " > {log} 2>&1"
-        + COMMIT_PROVENANCE
+        cptlab_shell(
+            "drift-figures --config {params.config} --results-dir {params.results}"
+        )

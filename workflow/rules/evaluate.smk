@@ -49,9 +49,10 @@ if WHOLE_BENCHMARKS:
         conda:
             CONDA_ENV
         shell:
-            CPTLAB + " evaluate-checkpoint --config {params.config} --results-dir {params.results}"
-            " {params.checkpoint} --threads {threads} > {log} 2>&1"
-            + COMMIT_PROVENANCE
+            cptlab_shell(
+                "evaluate-checkpoint --config {params.config} --results-dir {params.results}"
+                " {params.checkpoint} --threads {threads}"
+            )
 
     use rule evaluate_base as evaluate_stage with:
         input:
@@ -110,9 +111,11 @@ if SPLIT_BENCHMARKS:
         conda:
             CONDA_ENV
         shell:
-            CPTLAB + " evaluate-checkpoint --config {params.config} --results-dir {params.results}"
-            " {params.checkpoint} --shard {wildcards.benchmark}:{wildcards.shard}"
-            " --threads {threads} > {log} 2>&1" + COMMIT_PROVENANCE
+            cptlab_shell(
+                "evaluate-checkpoint --config {params.config} --results-dir {params.results}"
+                " {params.checkpoint} --shard {wildcards.benchmark}:{wildcards.shard}"
+                " --threads {threads}"
+            )
 
     use rule evaluate_base_shard as evaluate_stage_shard with:
         input:
@@ -151,9 +154,10 @@ if SPLIT_BENCHMARKS:
         conda:
             CONDA_ENV
         shell:
-            CPTLAB + " merge-shards --config {params.config} --results-dir {params.results}"
-            " --benchmark {wildcards.benchmark} {params.checkpoint} > {log} 2>&1"
-            + COMMIT_PROVENANCE
+            cptlab_shell(
+                "merge-shards --config {params.config} --results-dir {params.results}"
+                " --benchmark {wildcards.benchmark} {params.checkpoint}"
+            )
 
     use rule merge_shards_base as merge_shards_stage with:
         input:

@@ -19,7 +19,6 @@ rule train_stage:
         out=str(LAYOUT.stage_dir("{method}", "{seed}", "{stage}", "{domain}")),
         # Resumable trainer state lives outside the output, which Snakemake clears on a rerun.
         state=str(LAYOUT.state_dir("{method}", "{seed}", "{stage}", "{domain}")),
-        cptlab=cptlab_command("train"),
     threads: threads("train")
     priority: train_priority
     resources:
@@ -32,8 +31,10 @@ rule train_stage:
     conda:
         CONDA_ENV
     shell:
-        "{params.cptlab} train-stage --config {params.config} --method {wildcards.method}"
-        " --domain {wildcards.domain} --seed {wildcards.seed} --start-from {params.start}"
-        " --anchor {params.anchor} --out {params.out} --state-dir {params.state}"
-        " --data {input.data} --replay-data {input.replay} --threads {threads} > {log} 2>&1"
-        + COMMIT_PROVENANCE
+        cptlab_shell(
+            "train-stage --config {params.config} --method {wildcards.method}"
+            " --domain {wildcards.domain} --seed {wildcards.seed} --start-from {params.start}"
+            " --anchor {params.anchor} --out {params.out} --state-dir {params.state}"
+            " --data {input.data} --replay-data {input.replay} --threads {threads}",
+            kind="train",
+        )
