@@ -619,7 +619,8 @@ def write_stage_manifest(
     within = []
     if export_saves:
         steps = saved_steps(settings.training.save_steps, settings.steps)
-        within = publish(state_dir, out, steps, run.steps_done // settings.updates)
+        trained_all = run.stopped is None and run.steps_done >= settings.optimizer_steps
+        within = publish(state_dir, out, steps, trained_all)
     last = log_lines[-1] if log_lines else {}
     trainer, stopped, steps_done = run.trainer, run.stopped, run.steps_done
     share = settings.training.replay_share

@@ -11,9 +11,9 @@ trainer save, and how they leave the training job as complete artifacts.
                                  disk means every within-stage checkpoint is there
 
 An export past the checkpoint a stage resumes from is removed (`prepare_exports`): the resumed
-run saves it again. A stage that stopped before step N (collapse action `stop`, a KL budget)
-publishes its own weights as step N, with `reached: false` in the step's manifest: from its stop
-on, the stage's model is the one it hands on.
+run saves it again. A stage that stopped early (collapse action `stop`, a KL budget) has no export
+of the steps it did not save: it publishes its own weights as step N, with `reached: false` in the
+step's manifest, since from its stop on the stage's model is the one it hands on.
 """
 
 from __future__ import annotations
@@ -137,10 +137,10 @@ class ExportSaves(TrainerCallback):
         return control
 
 
-def publish(state_dir: Path, out: Path, steps: list[int], reached: int) -> list[dict]:
+def publish(state_dir: Path, out: Path, steps: list[int], trained_all: bool) -> list[dict]:
     """Link each within-stage checkpoint of `steps` from the state folder's exports into
-    `out/step<N>/` (manifest last), after `out` holds the stage's weights and tokenizer; a step
-    the stage never reached (`reached` rollout batches were trained) gets the stage's own
+    `out/step<N>/` (manifest last), after `out` holds the stage's weights and tokenizer. A stage
+    that stopped early (not `trained_all` its steps) gives the steps it has no export of its own
     weights. Returns what the stage's manifest lists. Main process only."""
     for path in Path(out).iterdir():  # another run's within-stage checkpoints
         if path.is_dir() and _STEP.match(path.name):
@@ -150,12 +150,12 @@ def publish(state_dir: Path, out: Path, steps: list[int], reached: int) -> list[
     for step in steps:
         dest = Path(out) / step_name(step)
         dest.mkdir()
-        if step <= reached and step in exported:
+        if step in exported:
             source, info = exported[step], read_manifest(exported[step])
-        elif step <= reached:
+        elif trained_all:
             raise FileNotFoundError(
                 f"{exports_dir(state_dir)}: no export of step {step}, which the stage trained "
-                "(its state was written without evaluation.within_stage?)"
+                "and saved (its state was written without evaluation.within_stage?)"
             )
         else:
             source, info = Path(out), {"step": step, "reached": False}
