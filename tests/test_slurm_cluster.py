@@ -62,6 +62,7 @@ RULE_KINDS = {
     "evaluate_stage": "evaluate",
     "evaluate_base_shard": "evaluate",
     "evaluate_stage_shard": "evaluate",
+    "evaluate_within_stage": "evaluate",
     "drift_chain": "drift",
     "dataset_distance": "drift",
 }
@@ -417,8 +418,8 @@ def test_each_paper_rule_passes_sbatch_test_only(cluster, tmp_path):
             jobs.setdefault(job["rule"], PlannedJob(job["rule"], job["threads"], job["resources"]))
     assert set(jobs) == {
         "prepare_data", "train_stage", "evaluate_base", "evaluate_stage", "evaluate_base_shard",
-        "evaluate_stage_shard", "merge_shards_base", "merge_shards_stage", "drift_chain",
-        "dataset_distance", "aggregate", "findings", "figures", "drift_figures",
+        "evaluate_stage_shard", "evaluate_within_stage", "merge_shards_base", "merge_shards_stage",
+        "drift_chain", "dataset_distance", "aggregate", "findings", "figures", "drift_figures",
     }  # fmt: skip
     verdicts = {
         rule: scheduler_verdict(plugin_sbatch_line(job, work)) for rule, job in jobs.items()

@@ -61,14 +61,6 @@ class Checkpoint:
         """The step that names a within-stage checkpoint's files (None: the base or an end)."""
         return self.step if self.kind == WITHIN else None
 
-    @property
-    def label(self) -> str:
-        if self.kind == BASE:
-            return "base"
-        return (
-            f"stage {self.stage} step {self.step}" if self.kind == WITHIN else f"stage {self.stage}"
-        )
-
 
 def chain_checkpoints(config: dict, method: str) -> list[Checkpoint]:
     """The checkpoints of a chain of `method`, in training order."""
