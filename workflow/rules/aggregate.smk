@@ -26,7 +26,8 @@ rule aggregate:
     conda:
         CONDA_ENV
     shell:
-        CPTLAB + " aggregate --config {params.config} --results-dir {params.results} > {log} 2>&1"
+        CPTLAB
+        + " aggregate --config {params.config} --results-dir {params.results} > {log} 2>&1"
         + COMMIT_PROVENANCE
 
 
@@ -54,7 +55,8 @@ rule findings:
     conda:
         CONDA_ENV
     shell:
-        CPTLAB + " findings --config {params.config} --results-dir {params.results} > {log} 2>&1"
+        CPTLAB
+        + " findings --config {params.config} --results-dir {params.results} > {log} 2>&1"
         + COMMIT_PROVENANCE
 
 
@@ -125,5 +127,6 @@ rule figures:
     conda:
         CONDA_ENV
     shell:
-        CPTLAB + " figures --config {params.config} --results-dir {params.results} > {log} 2>&1"
+        CPTLAB
+        + " figures --config {params.config} --results-dir {params.results} > {log} 2>&1"
         + COMMIT_PROVENANCE

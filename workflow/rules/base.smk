@@ -22,6 +22,7 @@ rule build_base:
     conda:
         CONDA_ENV
     shell:
-        CPTLAB + " build-base --config {params.config} --data-dir {params.data_dir}"
+        CPTLAB
+        + " build-base --config {params.config} --data-dir {params.data_dir}"
         " --out {params.folder} --threads {threads} > {log} 2>&1"
         + COMMIT_PROVENANCE

@@ -18,6 +18,7 @@ rule prepare_data:
     conda:
         CONDA_ENV
     shell:
-        CPTLAB + " prepare-data --config {params.config} --benchmark {wildcards.benchmark}"
+        CPTLAB
+        + " prepare-data --config {params.config} --benchmark {wildcards.benchmark}"
         " --out {output} > {log} 2>&1"
         + COMMIT_PROVENANCE

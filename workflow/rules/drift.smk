@@ -34,7 +34,8 @@ rule drift_chain:
     conda:
         CONDA_ENV
     shell:
-        CPTLAB + " drift-chain --config {params.config} --method {wildcards.method}"
+        CPTLAB
+        + " drift-chain --config {params.config} --method {wildcards.method}"
         " --seed {wildcards.seed} --results-dir {params.results} --threads {threads}"
         " > {log} 2>&1"
         + COMMIT_PROVENANCE
@@ -63,7 +64,8 @@ rule dataset_distance:
     conda:
         CONDA_ENV
     shell:
-        CPTLAB + " dataset-distance --config {params.config} --results-dir {params.results}"
+        CPTLAB
+        + " dataset-distance --config {params.config} --results-dir {params.results}"
         " --threads {threads} > {log} 2>&1"
         + COMMIT_PROVENANCE
 
@@ -133,6 +135,7 @@ rule drift_figures:
     conda:
         CONDA_ENV
     shell:
-        CPTLAB + " drift-figures --config {params.config} --results-dir {params.results}"
+        CPTLAB
+        + " drift-figures --config {params.config} --results-dir {params.results}"
         " > {log} 2>&1"
         + COMMIT_PROVENANCE

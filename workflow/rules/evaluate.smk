@@ -59,7 +59,8 @@ if WHOLE_BENCHMARKS:
         conda:
             CONDA_ENV
         shell:
-            CPTLAB + " evaluate-checkpoint --config {params.config} --results-dir {params.results}"
+            CPTLAB
+            + " evaluate-checkpoint --config {params.config} --results-dir {params.results}"
             " {params.checkpoint} --threads {threads} > {log} 2>&1"
             + COMMIT_PROVENANCE
 
@@ -120,7 +121,8 @@ if SPLIT_BENCHMARKS:
         conda:
             CONDA_ENV
         shell:
-            CPTLAB + " evaluate-checkpoint --config {params.config} --results-dir {params.results}"
+            CPTLAB
+            + " evaluate-checkpoint --config {params.config} --results-dir {params.results}"
             " {params.checkpoint} --shard {wildcards.benchmark}:{wildcards.shard}"
             " --threads {threads} > {log} 2>&1" + COMMIT_PROVENANCE
 
@@ -161,7 +163,8 @@ if SPLIT_BENCHMARKS:
         conda:
             CONDA_ENV
         shell:
-            CPTLAB + " merge-shards --config {params.config} --results-dir {params.results}"
+            CPTLAB
+            + " merge-shards --config {params.config} --results-dir {params.results}"
             " --benchmark {wildcards.benchmark} {params.checkpoint} > {log} 2>&1"
             + COMMIT_PROVENANCE
 
@@ -213,6 +216,7 @@ if EVALUATION.within_stage is not None:
         conda:
             CONDA_ENV
         shell:
-            CPTLAB + " evaluate-checkpoint --config {params.config} --results-dir {params.results}"
+            CPTLAB
+            + " evaluate-checkpoint --config {params.config} --results-dir {params.results}"
             " {params.checkpoint} --threads {threads} > {log} 2>&1"
             + COMMIT_PROVENANCE
