@@ -168,8 +168,8 @@ def plot_cl_trajectory(trajectory: pd.DataFrame, plan: Plan, method: str, out_di
     for k, d in enumerate(plan.sequence, start=1):
         end = rows[(rows["stage"] == k) & (rows["checkpoint"] == "end")]["chain_step"]
         if len(end):
-            top.annotate(f"{k}: {d}", (end.iloc[0], 1.0), xycoords=("data", "axes fraction"),
-                         fontsize=7, ha="right", va="bottom")  # fmt: skip
+            top.annotate(f"{k}: {d} ", (end.iloc[0], 0.98), xycoords=("data", "axes fraction"),
+                         fontsize=7, ha="right", va="top", color="grey")  # fmt: skip
     top.set_ylabel("accuracy (%)")
     top.set_title(f"{method}: scores at every checkpoint (hollow: within-stage, on a sample)")
     top.legend(fontsize=7)
