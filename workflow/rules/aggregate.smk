@@ -15,7 +15,12 @@ rule aggregate:
         metrics=LAYOUT.cl_metrics_csv,
         summary=LAYOUT.cl_summary_csv,
         ledger=LAYOUT.item_ledger_csv,
-        transitions=LAYOUT.transitions_csv,
+        transitions=report(
+            LAYOUT.transitions_csv,
+            caption="../report/transitions.rst",
+            category="1. Findings and forgetting",
+            labels={"table": "the item ledger's right -> wrong and wrong -> right counts"},
+        ),
     params:
         config=CONFIG_FILE,
         results=results_dir,
