@@ -93,12 +93,15 @@ RESULTS := $(or $(CPTLAB_RESULTS),results)
 # The whole experiment, then the HTML report, in one Snakemake call (--report-after-run: a
 # second call would build the DAG again and, where SLURM's commands are installed, wait on
 # the SLURM plugin's start-up query; docs/notebook/speed.md).
-# `cptlab watch` prints, beside Snakemake's log, what each running job is doing.
+# `cptlab watch` prints, beside Snakemake's log, what each running job is doing; the run ends
+# on `cptlab headline`: gain and forgetting per method and stage, the verdicts, the report.
 run: setup
 	@export PATH="$(abspath $(BIN)):$$PATH"; \
 	cptlab watch --results-dir $(RESULTS)/$(EXPERIMENT) --every 30 & watcher=$$!; \
 	snakemake --cores $(CORES) $(SNAKEMAKE_ARGS) --report $(RESULTS)/$(EXPERIMENT)/report.html \
 		--report-after-run; status=$$?; kill $$watcher 2>/dev/null; \
+	if [ $$status -eq 0 ]; then echo; cptlab headline --config results/$(EXPERIMENT)/config.json \
+		--results-dir results/$(EXPERIMENT); status=$$?; fi; \
 	exit $$status
 
 # The embedded study: every method over three seeds (config/study.yaml), in results/study/.

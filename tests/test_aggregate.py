@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import run_cli, run_command
+from tiny_world import write_benchmark_rows, write_item_files
 
 from cptlab.evaluation.scoring import PASS_FRACTION_KEYS
 from cptlab.results.aggregate import METRIC_COLUMNS, SCORE_COLUMNS, SUMMARY_COLUMNS, read_csv
@@ -47,6 +48,7 @@ def write_eval(path: Path, name: str, acc: float) -> None:
     elif name == "math_ood":
         record.update(dict.fromkeys(PASS_FRACTION_KEYS))
     path.write_text(json.dumps(record))
+    write_item_files(path, acc)
 
 
 @pytest.fixture
@@ -61,6 +63,7 @@ def tree(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(config))
     eval_dir = tmp_path / "eval"
     for name in BENCHMARKS:
+        write_benchmark_rows(tmp_path / "data", name, name.split("_")[0])
         write_eval(eval_dir / "base" / f"{name}.json", name, BASE[name])
         for method in METHODS:
             for seed in SEEDS:
@@ -85,7 +88,9 @@ def test_scores_csv(tree):
     assert list(rows[0]) == SCORE_COLUMNS == [
         "method", "seed", "stage", "stage_domain", "benchmark", "benchmark_domain", "split",
         "accuracy", "n", "ci_low", "ci_high", "samples", "backend", "test_pass_fraction",
-        "test_pass_fraction_ci_low", "test_pass_fraction_ci_high",
+        "test_pass_fraction_ci_low", "test_pass_fraction_ci_high", "pass_at_1", "pass_at_1_ci_low",
+        "pass_at_1_ci_high", "pass_at_k", "pass_at_k_ci_low", "pass_at_k_ci_high", "maj_at_k",
+        "maj_at_k_ci_low", "maj_at_k_ci_high",
     ]  # fmt: skip
     assert len(rows) == len(METHODS) * len(SEEDS) * 3 * len(BENCHMARKS)  # stages 0, 1, 2
     seen = set()
@@ -199,3 +204,54 @@ def test_eval_file_of_another_benchmark_is_refused(tree, capsys):
     code, err = run_cli(argv, capsys)
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert str(path) in err
+
+
+def transition(frame, benchmark, kind, to_stage, from_stage, method="grpo", seed=0):
+    hit = frame[
+        (frame.method == method)
+        & (frame.seed == seed)
+        & (frame.benchmark == benchmark)
+        & (frame.kind == kind)
+        & (frame.to_stage == to_stage)
+        & (frame.from_stage == from_stage)
+    ]
+    assert len(hit) == 1, (benchmark, kind, from_stage, to_stage)
+    return hit.iloc[0]
+
+
+def test_the_item_ledger_counts_flips_item_by_item(tree):
+    """10 greedy items a benchmark, the first round(10 acc) right (grpo seed 0). math_id: 6
+    right after stage 1, 3 after stage 2: 3 items right -> wrong, a free-form answer (no chance
+    term). science_id, 4 options: 4 right, then 8: 4 wrong -> right, of which guessing explains
+    (1 - 0.4)(1 - 0.8)/3 x 10 = 0.4 items."""
+    aggregate(tree)
+    ledger, flips = read_csv(tree / "item_ledger.csv"), read_csv(tree / "transitions.csv")
+    chain = ledger[(ledger.method == "grpo") & (ledger.seed == 0)]
+    math_items = chain[(chain.benchmark == "math_id") & (chain.stage == 2)]
+    assert len(math_items) == 10 and math_items.p_correct.sum() == 3
+    assert math_items.p_previous.sum() == 6 and math_items.own_stage.eq(1).all()
+    assert math_items.p_own.sum() == 6  # its own stage is stage 1 (math)
+    assert chain[chain.benchmark == "logic_ood"].own_stage.eq(0).all()  # never trained
+
+    math = transition(flips, "math_id", "stage", 2, 1)
+    assert (math["items"], math.right_to_wrong, math.wrong_to_right, math.chance) == (10, 3, 0, 0)
+    assert math.right_to_wrong_adjusted == pytest.approx(0.3)
+    assert math.right_to_wrong_share_ci_low <= 0.3 <= math.right_to_wrong_share_ci_high
+    science = transition(flips, "science_id", "stage", 2, 1)
+    assert (science.right_to_wrong, science.wrong_to_right) == (0, 4)
+    assert science.chance == pytest.approx(0.4)
+    assert science.wrong_to_right_adjusted == pytest.approx((4 - 0.4) / 10)
+    assert science.right_to_wrong_adjusted == 0  # clipped at 0
+    # every benchmark's items together: 50 items, each benchmark's counts and chance summed
+    # (science_ood, 4 options too: 2 right, then 5: (1 - 0.2)(1 - 0.5)/3 x 10)
+    pooled = transition(flips, "all", "stage", 2, 1)
+    assert pooled["items"] == 50 and pooled.chance == pytest.approx(0.4 + 4 / 3)
+    for column in ("right_to_wrong", "wrong_to_right", "chance"):
+        each = [transition(flips, b, "stage", 2, 1)[column] for b in BENCHMARKS]
+        assert pooled[column] == pytest.approx(sum(each))
+    # since its own stage: math_id from the end of stage 1, logic_ood from the base
+    assert transition(flips, "math_id", "since_own", 2, 1).right_to_wrong == 3
+    assert len(flips[(flips.benchmark == "logic_ood") & (flips.kind == "since_own")]) == 2 * 4
+    trajectory = read_csv(tree / "trajectory.csv")
+    assert len(trajectory) == len(METHODS) * len(SEEDS) * 3 * len(BENCHMARKS)
+    assert list(trajectory.chain_step.unique()) == [0, 50, 100]  # 50 steps a stage by default

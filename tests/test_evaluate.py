@@ -3,11 +3,13 @@ determinism, sampled avg@k, and the backend errors."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from conftest import run_cli, run_command
@@ -21,7 +23,7 @@ from cptlab.checkpoints import load_tokenizer
 from cptlab.errors import ConfigError, InputError
 from cptlab.evaluation.evaluate import score_responses, shard_of, statistics
 from cptlab.evaluation.generation import count_generated
-from cptlab.evaluation.scoring import PASS_FRACTION_KEYS
+from cptlab.evaluation.scoring import PASS_FRACTION_KEYS, SAMPLED_KEYS
 from cptlab.evaluation.settings import EvalSettings
 from cptlab.layout import Layout
 from cptlab.rows import RowError
@@ -34,7 +36,9 @@ EVAL_KEYS = {
     "benchmark", "domain", "split", "checkpoint", "accuracy", "ci_low", "ci_high", "n",
     "too_long", "samples", "temperature", "top_p", "backend", "seed", "seconds",
     "tokens_generated", "test_pass_fraction", "test_pass_fraction_ci_low",
-    "test_pass_fraction_ci_high", "memory",
+    "test_pass_fraction_ci_high", "memory", "pass_at_1", "pass_at_1_ci_low", "pass_at_1_ci_high",
+    "pass_at_k", "pass_at_k_ci_low", "pass_at_k_ci_high", "maj_at_k", "maj_at_k_ci_low",
+    "maj_at_k_ci_high", "pass_at", "maj_at_k_vote",
 }  # fmt: skip
 MAX_TOKENS = 8
 EVEN_ID = "tiny_even_id"
@@ -168,6 +172,59 @@ def test_code_benchmarks_report_the_test_pass_fraction_beside_the_accuracy():
     assert low <= result["test_pass_fraction"] <= high
     fractions = [r["test_pass_fractions"] for r in responses]
     assert fractions == [[0.5, 0.0], [1.0, 0.0]]
+
+
+def _chance_any_correct(rewards: list[float], k: int) -> float:
+    """pass@k by enumeration: the share of the k-subsets of the samples holding a correct one."""
+    subsets = list(itertools.combinations(rewards, k))
+    return sum(any(r >= 1 for r in subset) for subset in subsets) / len(subsets)
+
+
+def test_pass_at_k_is_the_unbiased_estimator_and_maj_at_k_the_plurality_answer():
+    """pass@j against an enumeration of the j-subsets of each item's samples; maj@k: the most
+    frequent answer (a tie to the first given, no vote without an answer) is judged, and an
+    item without answers votes with its verdicts (more than half right)."""
+    responses = [
+        # the plurality "a" is wrong although one sample is right
+        {"rewards": [0.0, 1.0, 0.0, 0.0], "answers": ["a", "b", "a", None]},
+        # a tie between "x" (first, right) and "y"
+        {"rewards": [1.0, 0.0, 1.0, 0.0], "answers": ["x", "y", "x", "y"]},
+        # no answer to compare (a program): 3 of 4 verdicts right
+        {"rewards": [1.0, 1.0, 1.0, 0.0]},
+        # half right is no majority; a partial reward (0.5) is not a success
+        {"rewards": [1.0, 0.5, 1.0, 0.0]},
+    ]
+    record = statistics(responses, seed=0)
+    for j in (1, 2, 4):
+        expected = np.mean([_chance_any_correct(r["rewards"], j) for r in responses])
+        assert record["pass_at"][str(j)] == pytest.approx(expected)
+    assert record["pass_at_1"] == pytest.approx(np.mean([1 / 4, 2 / 4, 3 / 4, 2 / 4]))
+    assert record["pass_at_k"] == pytest.approx(1.0)  # every item has a right sample
+    assert record["maj_at_k"] == pytest.approx(np.mean([0.0, 1.0, 1.0, 0.0]))
+    assert record["maj_at_k_vote"] == "answers"
+    for metric in ("pass_at_1", "maj_at_k"):
+        assert record[f"{metric}_ci_low"] <= record[metric] <= record[f"{metric}_ci_high"]
+    assert record["accuracy"] == pytest.approx(np.mean([0.25, 0.5, 0.75, 0.625]))
+
+
+def test_greedy_evaluation_has_no_pass_at_k():
+    record = statistics([{"rewards": [1.0]}, {"rewards": [0.0]}])
+    assert all(record[key] is None for key in SAMPLED_KEYS) and record["pass_at"] is None
+
+
+def test_verifiers_give_the_normalised_answers_that_maj_at_k_votes_on():
+    """math_boxed compares normalised answers: `\\boxed{ 4 }` and `\\boxed{4}` are one vote, so
+    two right answers outvote one wrong one; mcq gives its letter."""
+    math = {"id": "m", "answer": "4", "metadata": {"verifier": "math_boxed"}}
+    letter = {"id": "q", "answer": "B", "metadata": {"verifier": "mcq_letter"}}
+    responses = score_responses(
+        [math, letter],
+        [["\\boxed{5}", "\\boxed{ 4 }", "\\boxed{4}"], ["A", "B", "no letter here"]],
+    )
+    assert responses[0]["answers"] == ["5", "4", "4"]
+    assert responses[1]["answers"] == ["A", "B", None]
+    record = statistics(responses)
+    assert record["maj_at_k"] == pytest.approx(0.5)  # math: "4" wins; mcq: a tie, "A" first
 
 
 def test_greedy_is_deterministic(world):

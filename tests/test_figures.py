@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import run_command
+from tiny_world import write_benchmark_rows, write_item_files
 
 from cptlab.layout import Layout
 from cptlab.plan import Plan
@@ -51,6 +52,9 @@ def experiment(tmp_path):
             record |= {"ci_low": max(0.0, acc - 0.1), "ci_high": min(1.0, acc + 0.1)}
             record |= {"samples": 1, "backend": "hf"}
             (folder / f"{name}.json").write_text(json.dumps(record))
+            write_item_files(folder / f"{name}.json", acc)
+    for name in names:
+        write_benchmark_rows(tmp_path / "data", name, name.split("_")[0])
     aggregate(config, Layout(tmp_path))
     # train logs of grpo seed 0 only; the other runs' logs are missing
     for k, domain in enumerate(SEQUENCE, start=1):
@@ -86,7 +90,8 @@ def test_every_figure_then_the_manifest(experiment, monkeypatch):
 
     monkeypatch.setattr(figures, "write_manifest", spy)
     out = make(experiment)
-    stems = [f"cl_curves_{m}" for m in METHODS] + ["ood_final"]
+    stems = [f"cl_trajectory_{m}" for m in METHODS] + ["item_transitions"]
+    stems += [f"cl_curves_{m}" for m in METHODS] + ["ood_final"]
     stems += [f"accuracy_matrix_{m}" for m in METHODS] + ["training_curves"]
     expected = {f"{stem}.{fmt}" for stem in stems for fmt in ("png", "pdf")}
     manifest = json.loads((out / "manifest.json").read_text())

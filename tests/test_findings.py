@@ -57,7 +57,16 @@ def config(methods=METHODS, seeds=SEEDS) -> dict:
     }
 
 
-def write_results(root, cfg: dict, nss: dict, boxed: dict) -> Layout:
+def pass_at_k_gap(method: str, seed: int, stage: int) -> float:
+    """pass@k minus pass@1 (pass@1 is the accuracy): 0.30 until the last stage, which narrows it
+    by 5 - seed points under GRPO and by 20 under SDPO_0."""
+    if stage < 2:
+        return 0.30
+    return {"grpo": 0.25 + 0.01 * seed, "sdpo_frozen": 0.10}.get(method, 0.30)
+
+
+def write_results(root, cfg: dict, nss: dict, boxed: dict, sampled: bool = True) -> Layout:
+    """The tables the findings read; `sampled`: evaluated with 4 samples (pass@k), else one."""
     layout = Layout(root)
     rows = []
     for method in cfg["run"]["methods"]:
@@ -65,6 +74,9 @@ def write_results(root, cfg: dict, nss: dict, boxed: dict) -> Layout:
             for stage, accs in accuracies(method, seed).items():
                 for name, acc in accs.items():
                     domain = "base" if stage == 0 else cfg["run"]["sequence"][stage - 1]
+                    pass_k = acc + pass_at_k_gap(method, seed, stage)
+                    metrics = [acc, acc - 0.05, acc + 0.05, pass_k, pass_k - 0.05, pass_k + 0.05]
+                    metrics += [acc, acc - 0.05, acc + 0.05]  # maj@k
                     rows.append(
                         [
                             method,
@@ -78,9 +90,10 @@ def write_results(root, cfg: dict, nss: dict, boxed: dict) -> Layout:
                             100,
                             acc - 0.1,
                             acc + 0.1,
-                            1,
+                            4 if sampled else 1,
                             "hf",
                             *[float("nan")] * 3,  # no test pass fraction: no code tests
+                            *(metrics if sampled else [float("nan")] * 9),
                         ]
                     )
             folder = layout.drift_chain_dir(method, seed)
@@ -140,6 +153,7 @@ def test_each_finding_is_scored_from_the_paired_seeds(tmp_path):
     rows = by_finding(score_findings(cfg, layout))
     assert list(rows) == [
         *["1", "2", "3a", "3b", "4", "5a", "5b", "5c", "6"],
+        *["sharpeninga", "sharpeningb", "sharpeningc", "sharpeningd"],
         *["learninga", "learningb", "control"],
     ]
     # 1: SDPO_0 - SDPO_5% id accuracy: math 40+-1 vs 35, science 60 vs 50 -> +7.5 points
@@ -159,6 +173,17 @@ def test_each_finding_is_scored_from_the_paired_seeds(tmp_path):
     assert 2.5 < rows["5c"]["value"] < 3 and rows["5c"]["verdict"] == "agrees"
     # 6: the highest stage's mean share: 0.2 + 0.01 seed against 0 + 0.01 seed
     assert rows["6"]["value"] == pytest.approx(0.2) and rows["6"]["verdict"] == "agrees"
+    # sharpening: the gap pass@k - pass@1 narrows by 5 - seed points (GRPO), 20 (SDPO_0)
+    assert rows["sharpeninga"]["value"] == pytest.approx(-4.0)
+    assert rows["sharpeningb"]["value"] == pytest.approx(-20.0)
+    assert rows["sharpeninga"]["verdict"] == rows["sharpeningb"]["verdict"] == "agrees"
+    # pass@1 (the accuracy): SDPO_0 ends math_id 10 - 100 jitter points below GRPO, the other
+    # three benchmarks equal: -2.5 on the mean, against the hypothesis' "above"
+    assert rows["sharpeningc"]["value"] == pytest.approx(-2.5)
+    assert rows["sharpeningc"]["verdict"] == "contradicts"
+    # pass@k: that, plus the gaps' difference (-20 against -5 + seed): -2.5 - 16
+    assert rows["sharpeningd"]["value"] == pytest.approx(-18.5)
+    assert rows["sharpeningd"]["verdict"] == "agrees"
     # control: SFT loses 20 points of math after the science stage on every seed
     assert rows["control"]["value"] == pytest.approx(-20.0)
     assert rows["control"]["verdict"] == "agrees" and "math_id" in rows["control"]["quantity"]
@@ -177,10 +202,14 @@ def test_each_finding_is_scored_from_the_paired_seeds(tmp_path):
 def test_the_opposite_direction_contradicts_and_a_missing_method_is_not_measured(tmp_path):
     cfg = config(methods=["grpo", "sdpo_frozen"])
     nss = {**NSS, "sdpo_frozen": 0.5e-5}  # SDPO_0 drifts half as far as GRPO
-    rows = by_finding(score_findings(cfg, write_results(tmp_path, cfg, nss, BOXED)))
+    layout = write_results(tmp_path, cfg, nss, BOXED, sampled=False)
+    rows = by_finding(score_findings(cfg, layout))
     assert rows["5a"]["value"] == pytest.approx(0.5) and rows["5a"]["verdict"] == "contradicts"
     for key in ("1", "2"):
         assert rows[key]["verdict"] == "not measured" and "needs" in rows[key]["note"]
+    for key in ("sharpeninga", "sharpeningd"):  # one greedy sample: no pass@k
+        assert rows[key]["verdict"] == "not measured"
+        assert "evaluation.samples >= 2" in rows[key]["note"]
     assert rows["control"]["verdict"] == "not measured"
 
 

@@ -41,7 +41,9 @@ RESULTS = Layout(Path("results/smoke"))
 ENV = {"OMP_NUM_THREADS": "1"}
 CONFIG = "config/preview.yaml"  # the smoke config with GRPO alone, written by `finished`
 # One evaluation key changed: every evaluation and what reads the evaluations, nothing else.
-EVALUATIONS = Counter(evaluate_base=1, evaluate_stage=STAGES, **downstream(1))
+EVALUATIONS = Counter(
+    evaluate_base=1, evaluate_stage=STAGES, evaluate_within_stage=STAGES, **downstream(1)
+)
 
 
 def state(workdir: Path) -> dict[str, tuple]:
@@ -231,10 +233,14 @@ def test_a_second_run_is_refused_and_a_killed_job_keeps_its_provenance(clone):
     # The killed job: which checkpoint it evaluated, from its command line.
     if "--method" in argv:
         index = argv.index
+        step = argv[index("--step") + 1] if "--step" in argv else None  # within a stage
         job = RESULTS.evaluate_job(
-            argv[index("--method") + 1], argv[index("--seed") + 1], argv[index("--stage") + 1]
+            argv[index("--method") + 1],
+            argv[index("--seed") + 1],
+            argv[index("--stage") + 1],
+            step,
         )
-        planned = "evaluate_stage"
+        planned = "evaluate_stage" if step is None else "evaluate_within_stage"
     else:
         job, planned = RESULTS.evaluate_job(), "evaluate_base"
     killed = clone / RESULTS.provenance_file(job)

@@ -90,3 +90,13 @@ def test_an_evaluation_shard_is_named_by_its_checkpoint_and_part(tmp_path):
         "evaluate base logic_ood.1of2: running",
         "evaluate grpo seed0 stage1 math_id.2of3: running",
     ]
+
+
+def test_a_within_stage_evaluation_is_named_by_its_step(tmp_path):
+    layout, root = smoke_results(tmp_path)
+    done = root.eval_file("math_id", "grpo", 0, 2, 1)
+    done.parent.mkdir(parents=True)
+    done.write_text("{}")
+    mark_running(tmp_path, layout.eval_file("science_id", "grpo", 0, 2, 1))
+    (line,) = [p.line(done.stat().st_mtime) for p in snapshot(tmp_path, layout)]
+    assert line == "evaluate grpo seed0 stage 2 step 1: 1/3, benchmarks"

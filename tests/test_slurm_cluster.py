@@ -98,6 +98,7 @@ RULE_KINDS = {
     "evaluate_stage": "evaluate",
     "evaluate_base_shard": "evaluate",
     "evaluate_stage_shard": "evaluate",
+    "evaluate_within_stage": "evaluate",
     "drift_chain": "drift",
     "dataset_distance": "drift",
 }
@@ -485,8 +486,8 @@ def accepted(verdict: str) -> bool:
 PAPER = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())
 PAPER_RULES = {
     "prepare_data", "train_stage", "evaluate_base", "evaluate_stage", "evaluate_base_shard",
-    "evaluate_stage_shard", "merge_shards_base", "merge_shards_stage", "drift_chain",
-    "dataset_distance", "aggregate", "findings", "figures", "drift_figures",
+    "evaluate_stage_shard", "evaluate_within_stage", "merge_shards_base", "merge_shards_stage",
+    "drift_chain", "dataset_distance", "aggregate", "findings", "figures", "drift_figures",
 }  # fmt: skip
 
 

@@ -49,6 +49,7 @@ GPU_RULES = {
     "evaluate_stage": "evaluate",
     "evaluate_base_shard": "evaluate",
     "evaluate_stage_shard": "evaluate",
+    "evaluate_within_stage": "evaluate",
 }
 SHARDS = PAPER["evaluation"]["shards"]  # the split benchmarks' jobs per checkpoint
 CPU_RULES = {"prepare_data", "aggregate", "figures"}

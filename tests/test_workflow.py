@@ -32,6 +32,18 @@ from cptlab.provenance import SourceTree
 pytestmark = pytest.mark.integration
 
 EVAL_BENCHMARKS = 3  # math_id, science_id, logic_ood; one evaluation job per checkpoint
+# smoke.yaml's within-stage checkpoint: step 1 of each stage's 2, on 2 rows of each benchmark
+WITHIN = {"evaluate_within_stage": METHODS * STAGES}
+# what a change of the within-stage checkpoints' evaluations alone reruns after them: the tables
+# and figures, not the chains' drift (it reads the stage ends)
+WITHIN_DOWNSTREAM = {
+    "aggregate": 1,
+    "figures": 1,
+    "findings": 1,
+    "dataset_distance": 1,
+    "drift_figures": 1,
+    "all": 1,
+}
 
 
 @pytest.fixture(scope="module")
@@ -77,9 +89,12 @@ def test_run_writes_the_results_contract(smoke):
     assert list(scores.columns) == [
         "method", "seed", "stage", "stage_domain", "benchmark", "benchmark_domain", "split",
         "accuracy", "n", "ci_low", "ci_high", "samples", "backend", "test_pass_fraction",
-        "test_pass_fraction_ci_low", "test_pass_fraction_ci_high",
+        "test_pass_fraction_ci_low", "test_pass_fraction_ci_high", "pass_at_1", "pass_at_1_ci_low",
+        "pass_at_1_ci_high", "pass_at_k", "pass_at_k_ci_low", "pass_at_k_ci_high", "maj_at_k",
+        "maj_at_k_ci_low", "maj_at_k_ci_high",
     ]  # fmt: skip
     assert set(scores.backend) == {"hf"} and set(scores.samples) == {1}
+    assert scores.pass_at_k.isna().all()  # one greedy sample: no pass@k
     # only the study's code verifier counts tests; the smoke's verifiers do not
     assert scores.test_pass_fraction.isna().all()
     # the base (stage 0) and two stages, for each method, on each benchmark
@@ -103,6 +118,39 @@ def test_run_writes_the_results_contract(smoke):
         assert manifest["status"] == "complete"
     # training state is kept outside the declared outputs
     assert (results / "state" / "grpo" / "seed0" / "stage1_math").is_dir()
+
+
+def test_each_stage_publishes_and_evaluates_its_within_stage_checkpoint(smoke):
+    """Step 1 of each 2-step stage: published with the stage (listed in its manifest, its own
+    manifest written before the stage's), evaluated on 2 rows of each benchmark; the trajectory
+    puts it between the stage ends, and the ledger follows its items."""
+    results = smoke / "results" / "smoke"
+    for method in ("grpo", "sdpo_frozen"):
+        for stage, domain in ((1, "math"), (2, "science")):
+            run = results / "runs" / method / "seed0" / f"stage{stage}_{domain}"
+            assert json.loads((run / "manifest.json").read_text())["within_stage"] == [
+                {"folder": "step1", "reached": True, "step": 1}
+            ]
+            assert (run / "step1" / "manifest.json").stat().st_mtime <= (
+                run / "manifest.json"
+            ).stat().st_mtime
+            record = json.loads(
+                (
+                    results / "eval" / method / "seed0" / f"stage{stage}" / "step1" / "math_id.json"
+                ).read_text()
+            )
+            assert (record["step"], record["n"], record["rows_sampled"]) == (1, 2, 2)
+    trajectory = pd.read_csv(results / "trajectory.csv")
+    chain = trajectory[(trajectory.method == "grpo") & (trajectory.benchmark == "math_id")]
+    assert list(chain.chain_step) == [0, 1, 2, 3, 4]
+    assert list(chain.checkpoint) == ["base", "within", "end", "within", "end"]
+    ledger = pd.read_csv(results / "item_ledger.csv")
+    within = ledger[(ledger.checkpoint == "within") & (ledger.benchmark == "math_id")]
+    assert len(within) == METHODS * STAGES * 2  # each within-stage checkpoint's 2 rows
+    transitions = pd.read_csv(results / "transitions.csv")
+    assert {"stage", "step", "since_own"} == set(transitions.kind)
+    steps = transitions[(transitions.kind == "step") & (transitions.benchmark == "math_id")]
+    assert set(steps["items"]) == {2}  # a within-stage checkpoint's sample on one side
 
 
 def _files(manifest: dict) -> list[str]:
@@ -153,14 +201,30 @@ def test_a_fresh_clone_beside_the_results_reruns_nothing(smoke):
 
 def test_an_evaluation_param_reruns_every_evaluation_only(smoke, tmp_path):
     jobs = plan_after(smoke, tmp_path, lambda c: c["evaluation"].update(max_new_tokens=9))
-    assert jobs == Counter(evaluate_base=1, evaluate_stage=METHODS * STAGES, **downstream(METHODS))
+    assert jobs == Counter(
+        evaluate_base=1, evaluate_stage=METHODS * STAGES, **WITHIN, **downstream(METHODS)
+    )
+
+
+def test_the_within_stage_rows_rerun_only_the_within_stage_evaluations(smoke, tmp_path):
+    jobs = plan_after(smoke, tmp_path, lambda c: c["evaluation"]["within_stage"].update(rows=3))
+    assert jobs == Counter(**WITHIN, **WITHIN_DOWNSTREAM)
+
+
+def test_turning_within_stage_evaluation_off_reruns_the_stages_that_exported(smoke, tmp_path):
+    """The stages exported their saves for it: without, they are other outputs; no
+    within-stage evaluation is left."""
+    jobs = plan_after(smoke, tmp_path, lambda c: c["evaluation"].update(within_stage=None))
+    assert jobs["train_stage"] == METHODS * STAGES and "evaluate_within_stage" not in jobs
 
 
 def test_a_method_param_reruns_only_that_methods_chain(smoke, tmp_path):
     jobs = plan_after(
         smoke, tmp_path, lambda c: c["methods"]["sdpo_frozen"].update(distillation_is_clip=3.0)
     )
-    assert jobs == Counter(train_stage=STAGES, evaluate_stage=STAGES, **downstream(1))
+    assert jobs == Counter(
+        train_stage=STAGES, evaluate_stage=STAGES, evaluate_within_stage=STAGES, **downstream(1)
+    )
 
 
 def test_replay_feeds_the_earlier_stages_rows_to_that_methods_stages(smoke, tmp_path):
@@ -176,7 +240,7 @@ def test_replay_feeds_the_earlier_stages_rows_to_that_methods_stages(smoke, tmp_
     commands = [line for line in output if "train-stage" in line]
     assert len(commands) == STAGES, commands
     replay = {re.search(r"--domain (\w+)", c)[1]: c.split("--replay-data")[1] for c in commands}
-    assert replay["math"].split()[0] == "--threads"
+    assert replay["math"].split()[0] == "--export-saves"  # no replay rows: the next option
     assert replay["science"].split()[0].endswith("data/math_train.jsonl")
 
 
@@ -184,8 +248,13 @@ def test_one_domains_steps_rerun_only_its_stages_and_later(smoke, tmp_path):
     jobs = plan_after(
         smoke, tmp_path, lambda c: c["training"].setdefault("domain_steps", {}).update(science=3)
     )
-    # science is the last stage: one stage per method
-    assert jobs == Counter(train_stage=METHODS, evaluate_stage=METHODS, **downstream(METHODS))
+    # science is the last stage: one stage per method, now with two within-stage checkpoints
+    assert jobs == Counter(
+        train_stage=METHODS,
+        evaluate_stage=METHODS,
+        evaluate_within_stage=2 * METHODS,
+        **downstream(METHODS),
+    )
 
 
 def test_adding_a_benchmark_reruns_only_the_evaluations(smoke, tmp_path):
@@ -195,14 +264,21 @@ def test_adding_a_benchmark_reruns_only_the_evaluations(smoke, tmp_path):
         smoke, tmp_path, lambda c: c["data"]["domains"]["math"].update(ood=["math_ood"])
     )
     assert jobs == Counter(
-        prepare_data=1, evaluate_base=1, evaluate_stage=METHODS * STAGES, **downstream(METHODS)
+        prepare_data=1,
+        evaluate_base=1,
+        evaluate_stage=METHODS * STAGES,
+        **WITHIN,
+        **downstream(METHODS),
     )
 
 
 def test_adding_a_seed_adds_only_its_chains(smoke, tmp_path):
     jobs = plan_after(smoke, tmp_path, lambda c: c["run"].update(seeds=[0, 1]))
     assert jobs == Counter(
-        train_stage=METHODS * STAGES, evaluate_stage=METHODS * STAGES, **downstream(METHODS)
+        train_stage=METHODS * STAGES,
+        evaluate_stage=METHODS * STAGES,
+        **WITHIN,
+        **downstream(METHODS),
     )
 
 
@@ -216,12 +292,14 @@ def test_adding_a_method_adds_only_its_chain(smoke, tmp_path):
         config["run"]["methods"].append("sdpo_ema5")
 
     jobs = plan_after(smoke, tmp_path, add)
-    assert jobs == Counter(train_stage=STAGES, evaluate_stage=STAGES, **downstream(1))
+    assert jobs == Counter(
+        train_stage=STAGES, evaluate_stage=STAGES, evaluate_within_stage=STAGES, **downstream(1)
+    )
 
 
 def test_a_code_change_reruns_only_the_rules_that_use_it(smoke):
     assert plan_after_editing(smoke, "evaluation/evaluate.py") == Counter(
-        evaluate_base=1, evaluate_stage=METHODS * STAGES, **downstream(METHODS)
+        evaluate_base=1, evaluate_stage=METHODS * STAGES, **WITHIN, **downstream(METHODS)
     )
     jobs = plan_after_editing(smoke, "train/grpo.py")
     assert jobs["train_stage"] == METHODS * STAGES and "build_base" not in jobs
@@ -272,14 +350,18 @@ def test_a_colleagues_copy_of_the_results_has_nothing_to_do(colleague):
 
 def test_a_colleagues_copy_reruns_exactly_what_an_evaluation_key_changes(colleague, tmp_path):
     jobs = plan_after(colleague, tmp_path, lambda c: c["evaluation"].update(max_new_tokens=9))
-    assert jobs == Counter(evaluate_base=1, evaluate_stage=METHODS * STAGES, **downstream(METHODS))
+    assert jobs == Counter(
+        evaluate_base=1, evaluate_stage=METHODS * STAGES, **WITHIN, **downstream(METHODS)
+    )
 
 
 def test_a_colleagues_copy_reruns_exactly_what_a_method_key_changes(colleague, tmp_path):
     jobs = plan_after(
         colleague, tmp_path, lambda c: c["methods"]["sdpo_frozen"].update(distillation_is_clip=3.0)
     )
-    assert jobs == Counter(train_stage=STAGES, evaluate_stage=STAGES, **downstream(1))
+    assert jobs == Counter(
+        train_stage=STAGES, evaluate_stage=STAGES, evaluate_within_stage=STAGES, **downstream(1)
+    )
 
 
 def test_the_paper_config_plans_the_whole_study(tmp_path):
@@ -288,6 +370,7 @@ def test_the_paper_config_plans_the_whole_study(tmp_path):
     jobs = planned_jobs(copy_workflow(tmp_path), "--configfile", "config/paper.yaml")
     assert jobs["train_stage"] == 16
     assert jobs["evaluate_base"] == 1 and jobs["evaluate_stage"] == 16
+    assert jobs["evaluate_within_stage"] == 4 * (4 + 4 + 4 + 1)  # every 10 steps of 50/50/50/20
     assert "build_base" not in jobs
 
 
@@ -295,6 +378,7 @@ def test_the_study_config_plans_every_method_over_three_seeds(tmp_path):
     """config/study.yaml (`make study`): 6 methods x 3 seeds x 4 stages, one base, the findings."""
     jobs = planned_jobs(copy_workflow(tmp_path), "--configfile", "config/study.yaml")
     assert jobs["train_stage"] == 6 * 3 * 4 and jobs["evaluate_stage"] == 6 * 3 * 4
+    assert jobs["evaluate_within_stage"] == 6 * 3 * 4  # step 30 of each stage
     assert jobs["build_base"] == 1 and jobs["drift_chain"] == 6 * 3 and jobs["findings"] == 1
 
 

@@ -185,3 +185,31 @@ def test_the_command_on_the_paper_config(tmp_path, capsys):
     assert float(table_row(out, "evaluate")[6]) > 1000  # GPU-h, no longer 0.0
     assert "resources.evaluate.decode_tokens_per_s: 2500" in out
     assert "assumptions:" in out
+
+
+def test_within_stage_arithmetic(data_dir):
+    """Stage steps 4, a save every step, a checkpoint every 2: step 2 (4 is the stage's end),
+    on 10 of the 30 rows: 10 x 4 samples x 50 new tokens = 2,000 tokens, a sixth of the two
+    stage ends' 12,000."""
+    config = tiny_config()
+    config["training"].update(steps=4, save_steps=1)
+    config["evaluation"]["within_stage"] = {"every": 2, "rows": 10}
+    kinds, details = by_kind(validate_config(config, "tiny"), data_dir)
+    within = kinds["evaluate-within"]
+    assert within.jobs == 1 and within.work_per_job == 2000
+    assert within.gpu_hours == pytest.approx(2000 / 50 / 3600)
+    assert within.gpu_hours / kinds["evaluate"].gpu_hours == pytest.approx(1 / 6)
+    assert any("16.7 % of the stage ends' evaluation" in line for line in details)
+    config["evaluation"].pop("within_stage")
+    assert "evaluate-within" not in by_kind(validate_config(config, "tiny"), data_dir)[0]
+
+
+def test_the_paper_configs_within_stage_evaluation_costs_at_most_15_percent(tmp_path):
+    """paper.yaml evaluates the study's checkpoints every 10 steps (4 + 4 + 4 + 1 a chain, 52 in
+    all) on 50 rows of each benchmark: within 15 % of the stage ends' GPU-hours."""
+    prepared(tmp_path / "data", PAPER_SIZES)
+    kinds, _ = by_kind(load_config("config/paper.yaml"), tmp_path / "data")
+    within, ends = kinds["evaluate-within"], kinds["evaluate"]
+    assert within.jobs == 52 and within.fits
+    assert within.work_per_job == 10 * 50 * 16 * 2048
+    assert within.gpu_hours <= 0.15 * ends.gpu_hours

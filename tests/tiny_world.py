@@ -168,3 +168,32 @@ def train_one_step(world: dict, method: str, name: str, **training: object) -> P
         data=world["data"] / f"{BENCHMARK}.jsonl",
     )
     return out / "out"
+
+
+def write_item_files(eval_file: Path, accuracy: float, items: int = 10) -> None:
+    """Beside a hand-made EVAL.json, its responses file: `items` items of one greedy sample, the
+    first round(accuracy * items) right (the item ledger reads them)."""
+    right = round(accuracy * items)
+    benchmark = eval_file.stem
+    lines = [
+        {"id": f"{benchmark}-{i:04d}", "completions": ["x"], "rewards": [float(i < right)]}
+        for i in range(items)
+    ]
+    path = eval_file.with_name(f"{benchmark}.responses.jsonl")
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+
+
+def write_benchmark_rows(data_dir: Path, benchmark: str, domain: str, items: int = 10) -> Path:
+    """`items` canonical rows of `benchmark` (the ids write_item_files answers)."""
+    rows = [
+        {
+            "id": f"{benchmark}-{i:04d}",
+            "domain": domain,
+            "benchmark": benchmark,
+            "prompt": [{"role": "user", "content": f"Question {i}?"}],
+            "answer": "A",
+            "metadata": {},
+        }
+        for i in range(items)
+    ]
+    return write_rows(data_dir / f"{benchmark}.jsonl", rows)

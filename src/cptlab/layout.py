@@ -10,18 +10,29 @@ written once. Methods accept wildcard placeholders as well as values
     base/                                          the built base model, manifest.json last
     runs/<method>/seed<s>/stage<k>_<domain>/       a stage's checkpoint, train_log.jsonl,
                                                    manifest.json last
+    runs/.../stage<k>_<domain>/step<N>/            the checkpoint after N rollout batches
+                                                   (evaluation.within_stage), manifest.json
+                                                   last, written before the stage's manifest
     state/<method>/seed<s>/stage<k>_<domain>/      resumable trainer state (outside the
                                                    stage's output, which Snakemake clears)
     eval/base/<benchmark>.json                     the base's scores (+ .responses.jsonl)
     eval/<method>/seed<s>/stage<k>/<benchmark>.json   each stage's scores (+ .responses.jsonl)
+    eval/<method>/seed<s>/stage<k>/step<N>/<benchmark>.json   a within-stage checkpoint's
     eval/.../shards/<benchmark>.<i>of<n>.json      shard i of a benchmark split in n jobs
                                                    (evaluation.shards), merged into the above
     scores.csv, cl_metrics.csv, cl_summary.csv     the results tables
+    trajectory.csv                                 every evaluated checkpoint of each chain, in
+                                                   training order (within-stage ones included)
+    item_ledger.csv, transitions.csv               each item's success probability at each
+                                                   checkpoint; right->wrong and wrong->right
+                                                   counts per transition, chance-adjusted
     findings.csv, findings.html                    the study's findings scored on this run
     figures/                                       plots, manifest.json last
     drift/<method>/seed<s>/                        one chain's drift tables, manifest.json last
     drift/datasets/, drift/figures/                distances between data sets; drift plots
     report.html                                    Snakemake's report
+    tracking/<method>/seed<s>/stage<k>_<domain>/   the tracker's run of a stage
+                                                   (training.report_to)
     provenance/<job>.json                          what each job's outputs depend on (settings
                                                    and code hash), committed by the job when it
                                                    succeeded: reruns are decided from these
@@ -49,6 +60,11 @@ RESULTS_ENV = "CPTLAB_RESULTS"  # another results folder, shared by several clon
 TRAIN_LOG = "train_log.jsonl"
 BASE = "base"  # the base model's name among checkpoints (stage 0)
 BASE_JOB = "base"  # the job id of the base build
+
+
+def step_name(step: int | str) -> str:
+    """A within-stage checkpoint's folder: the one after `step` rollout batches."""
+    return f"step{step}"
 
 
 def shard_name(benchmark: str, index: int | str, count: int | str) -> str:
@@ -123,6 +139,12 @@ class Layout:
     def stage_manifest(self, method: str, seed: int | str, stage: int | str, domain: str) -> Path:
         return self.stage_dir(method, seed, stage, domain) / MANIFEST
 
+    def step_dir(
+        self, method: str, seed: int | str, stage: int | str, domain: str, step: int | str
+    ) -> Path:
+        """The checkpoint after `step` rollout batches of a stage (evaluation.within_stage)."""
+        return self.stage_dir(method, seed, stage, domain) / step_name(step)
+
     def train_log(self, method: str, seed: int | str, stage: int | str, domain: str) -> Path:
         return self.stage_dir(method, seed, stage, domain) / TRAIN_LOG
 
@@ -132,13 +154,19 @@ class Layout:
     # --- evaluations -------------------------------------------------------------------------
 
     def eval_dir(
-        self, method: str | None = None, seed: int | str | None = None, stage: int | str = 0
+        self,
+        method: str | None = None,
+        seed: int | str | None = None,
+        stage: int | str = 0,
+        step: int | str | None = None,
     ) -> Path:
         """The evaluation folder of a checkpoint: the base's (stage 0, shared by every method
-        and seed) or stage `stage` of chain (method, seed)."""
+        and seed), stage `stage` of chain (method, seed), or its checkpoint after `step` rollout
+        batches."""
         if method is None or str(stage) == "0":
             return self.root / "eval" / BASE
-        return self.root / "eval" / method / f"seed{seed}" / f"stage{stage}"
+        folder = self.root / "eval" / method / f"seed{seed}" / f"stage{stage}"
+        return folder if step is None else folder / step_name(step)
 
     def eval_file(
         self,
@@ -146,9 +174,10 @@ class Layout:
         method: str | None = None,
         seed: int | str | None = None,
         stage: int | str = 0,
+        step: int | str | None = None,
     ) -> Path:
         """The EVAL.json summary of one (checkpoint, benchmark), written last."""
-        return self.eval_dir(method, seed, stage) / f"{benchmark}.json"
+        return self.eval_dir(method, seed, stage, step) / f"{benchmark}.json"
 
     def responses_file(
         self,
@@ -156,9 +185,10 @@ class Layout:
         method: str | None = None,
         seed: int | str | None = None,
         stage: int | str = 0,
+        step: int | str | None = None,
     ) -> Path:
         """Every completion with its reward and reason, one line per item."""
-        return self.eval_dir(method, seed, stage) / f"{benchmark}.responses.jsonl"
+        return self.eval_dir(method, seed, stage, step) / f"{benchmark}.responses.jsonl"
 
     def shard_files(
         self,
@@ -179,6 +209,18 @@ class Layout:
     @property
     def scores_csv(self) -> Path:
         return self.root / "scores.csv"
+
+    @property
+    def trajectory_csv(self) -> Path:
+        return self.root / "trajectory.csv"
+
+    @property
+    def item_ledger_csv(self) -> Path:
+        return self.root / "item_ledger.csv"
+
+    @property
+    def transitions_csv(self) -> Path:
+        return self.root / "transitions.csv"
 
     @property
     def cl_metrics_csv(self) -> Path:
@@ -222,6 +264,10 @@ class Layout:
     def report(self) -> Path:
         return self.root / "report.html"
 
+    def tracking_dir(self, method: str, seed: int | str, stage: int | str, domain: str) -> Path:
+        """The tracker's run of one stage (training.report_to); the chain's folder groups them."""
+        return self.root / "tracking" / method / f"seed{seed}" / f"stage{stage}_{domain}"
+
     # --- workflow bookkeeping ----------------------------------------------------------------
     # A job's id names its provenance, log and benchmark files; the rules build the ids with
     # these functions (with wildcard placeholders), and `cptlab watch` reads them back.
@@ -236,11 +282,15 @@ class Layout:
 
     @staticmethod
     def evaluate_job(
-        method: str | None = None, seed: int | str | None = None, stage: int | str = 0
+        method: str | None = None,
+        seed: int | str | None = None,
+        stage: int | str = 0,
+        step: int | str | None = None,
     ) -> str:
         if method is None or str(stage) == "0":
             return f"evaluate/{BASE}"
-        return f"evaluate/{method}/seed{seed}/stage{stage}"
+        job = f"evaluate/{method}/seed{seed}/stage{stage}"
+        return job if step is None else f"{job}/{step_name(step)}"
 
     @staticmethod
     def evaluate_shard_job(

@@ -6,7 +6,8 @@ output, named by the output's path in base64). Each marked output is matched to 
 the results layout, and the job's own files tell how far it is:
 
     train     the state folder's train log: steps done of the stage's steps, reward, s/step
-    evaluate  the checkpoint's EVAL.json files: benchmarks done of the config's
+    evaluate  the checkpoint's EVAL.json files (a stage's end or a checkpoint inside it):
+              benchmarks done of the config's
     base      the build log's warm-up steps, then its measured benchmarks
     others    the time since the job started
 
@@ -115,14 +116,17 @@ def train_progress(config: dict, layout: Layout, method: str, seed: int, stage: 
     return JobProgress(job, len(records), steps, ", ".join(detail), _mtime(log, started))
 
 
-def evaluate_progress(config: dict, layout: Layout, method: str | None, seed, stage: int):
+def evaluate_progress(
+    config: dict, layout: Layout, method: str | None, seed, stage: int, step: int | None = None
+):
     from cptlab.plan import eval_benchmarks
 
     names = [b.name for b in eval_benchmarks(config)]
-    files = [layout.eval_file(b, method, seed, stage) for b in names]
+    files = [layout.eval_file(b, method, seed, stage, step) for b in names]
     done = sum(f.exists() for f in files)
     job = "evaluate base" if method is None else f"evaluate {method} seed{seed} stage {stage}"
-    log = layout.log_file(layout.evaluate_job(method, seed, stage))
+    job += "" if step is None else f" step {step}"
+    log = layout.log_file(layout.evaluate_job(method, seed, stage, step))
     return JobProgress(job, done, len(names), "benchmarks", _mtime(log, *files))
 
 
@@ -167,6 +171,9 @@ def job_progress(config: dict, layout: Layout, output: Path, now: float) -> JobP
         return evaluate_progress(config, layout, None, None, 0)
     if parts[:1] == ("eval",) and len(parts) == 5:
         return evaluate_progress(config, layout, parts[1], int(parts[2][4:]), int(parts[3][5:]))
+    if parts[:1] == ("eval",) and len(parts) == 6 and parts[4].startswith("step"):
+        seed, stage, step = int(parts[2][4:]), int(parts[3][5:]), int(parts[4][4:])
+        return evaluate_progress(config, layout, parts[1], seed, stage, step)
     if parts[:1] == ("base",):
         return base_progress(config, layout)
     return JobProgress(_other_job(parts), None, None, "running", now)
@@ -174,7 +181,10 @@ def job_progress(config: dict, layout: Layout, output: Path, now: float) -> JobP
 
 def _other_job(parts: tuple[str, ...]) -> str:
     """A label for the jobs without a finer progress count."""
-    if parts[0] in ("scores.csv", "cl_metrics.csv", "cl_summary.csv"):
+    if parts[0] in (
+        "scores.csv", "trajectory.csv", "cl_metrics.csv", "cl_summary.csv", "item_ledger.csv",
+        "transitions.csv",
+    ):  # fmt: skip
         return "aggregate"
     if parts[:2] == ("drift", "figures"):
         return "drift figures"

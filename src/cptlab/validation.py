@@ -22,7 +22,7 @@ from cptlab.domains import BENCHMARKS
 from cptlab.errors import ConfigError
 from cptlab.plan import datasets, eval_benchmarks
 from cptlab.resources import launcher_processes, rule_resources
-from cptlab.train.spec import check_methods
+from cptlab.train.spec import check_methods, method_settings
 
 logger = logging.getLogger(__name__)
 
@@ -100,3 +100,21 @@ def check_names(config: dict, source: str) -> None:
                 raise _unknown(source, f"run.methods[{k}]", "method", method, methods)
     processes = launcher_processes(rule_resources(config, "train")["launcher"])
     check_methods(config, processes, source)
+    if run is not None:
+        check_within_stage(config, source)
+
+
+def check_within_stage(config: dict, source: str) -> None:
+    """`evaluation.within_stage.every` is a multiple of each trained method's save_steps: the
+    within-stage checkpoints are the weights a stage exports at its trainer saves."""
+    every = ((config.get("evaluation") or {}).get("within_stage") or {}).get("every")
+    if every is None:
+        return
+    for method in config["run"]["methods"]:
+        save_steps = method_settings(config, method, source)[2].save_steps
+        if every % save_steps:
+            raise ConfigError(
+                f"{source}: evaluation.within_stage.every: {every} is not a multiple of "
+                f"training.save_steps {save_steps} (method {method}): the within-stage "
+                "checkpoints are the weights each stage exports at its trainer saves"
+            )

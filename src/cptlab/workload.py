@@ -11,6 +11,9 @@ The model:
   evaluate    per job, sum over its benchmarks (or its shard of one: evaluation.shards) of
               rows x evaluation.samples x expected new tokens (evaluation.max_new_tokens x
               expected_length_fraction), at decode_tokens_per_s per GPU.
+  within-stage  the same per within-stage checkpoint (evaluation.within_stage: every `every`
+              steps of each stage), one job on every benchmark's sample (min(rows, within_stage
+              .rows) rows each); its GPU-hours are also given as a share of the stage ends'.
   train       steps x prompts_per_step x num_generations rollouts of expected_prompt_tokens +
               expected new tokens (training.max_completion_length x expected_length_fraction):
               the new tokens at decode_tokens_per_s, and every rollout token once through the
@@ -207,6 +210,47 @@ def evaluate_estimate(
     return note_unknown(estimate, rows), lines
 
 
+def within_stage_estimate(
+    config: Mapping, plan: Plan, rows: list[Rows], stage_ends: KindEstimate
+) -> tuple[KindEstimate | None, list[str]]:
+    """The within-stage checkpoints' evaluation jobs (None when evaluation.within_stage is off):
+    one per checkpoint, on each benchmark's sample of rows; `stage_ends` is the evaluate kind's
+    estimate, which the lines compare it with."""
+    from cptlab.evaluation.settings import EvalSettings
+    from cptlab.train.spec import resolve_stage
+
+    ev = EvalSettings.from_config(config)
+    if ev.within_stage is None:
+        return None, []
+    spec = planning(config, "evaluate")
+    new_tokens = ev.max_new_tokens * float(spec["expected_length_fraction"])
+    rate = float(spec["decode_tokens_per_s"]) * max(1, int(spec["gpu"]))
+    sampled = [
+        r.rows if ev.within_stage.rows is None else min(r.rows, ev.within_stage.rows)
+        for r in rows
+        if r.rows is not None
+    ]
+    tokens = sum(sampled) * ev.samples * new_tokens
+    checkpoints = sum(
+        len(ev.within_stage_steps(resolve_stage(dict(config), m, d).steps))
+        for m, _seed, _stage, d in plan.trained_stages
+    )
+    estimate = _fit(
+        "evaluate-within", [tokens / rate / 3600] * checkpoints, spec, "tokens",
+        [tokens] * checkpoints,
+    )  # fmt: skip
+    note_unknown(estimate, rows)
+    share = estimate.gpu_hours / stage_ends.gpu_hours if stage_ends.gpu_hours else float("nan")
+    line = (
+        f"  within-stage: {checkpoints} checkpoints (every {ev.within_stage.every} steps), each "
+        f"{sum(sampled):,} rows x {ev.samples} samples x {new_tokens:,.0f} new tokens = "
+        f"{tokens:,.0f} tokens, {tokens / rate / 3600:.2f} h; {estimate.gpu_hours:.1f} GPU-h, "
+        f"{100 * share:.1f} % of the stage ends' evaluation"
+    )
+    estimate.notes.append(f"{100 * share:.1f} % of the stage ends' evaluation GPU-hours")
+    return estimate, [line]
+
+
 def train_estimate(config: Mapping, plan: Plan) -> tuple[KindEstimate, list[str]]:
     """The training jobs: one per (method, seed, stage)."""
     from cptlab.train.spec import resolve_stage
@@ -316,6 +360,10 @@ def estimates(config: Mapping, data_dir: Path) -> tuple[list[KindEstimate], list
     estimate, lines = evaluate_estimate(config, plan, rows)
     kinds.append(estimate)
     details += ["evaluate, per checkpoint:", *lines]
+    within, lines = within_stage_estimate(config, plan, rows, estimate)
+    if within is not None:
+        kinds.append(within)
+        details += lines
     drift, lines = drift_estimates(config, plan, rows, data_dir)
     kinds += drift
     details += ["drift, per job:", *lines]

@@ -5,11 +5,22 @@
 rule aggregate:
     input:
         checkpoint_evals(),
-        provenance=provenance("aggregate", "aggregate", plan_settings),
+        # the item ledger reads every item's samples, and each benchmark's options (chance)
+        responses=checkpoint_evals("responses_file"),
+        data=[data_file(b) for b in EVAL_BENCHMARKS],
+        provenance=provenance("aggregate", "aggregate", aggregate_settings),
     output:
         scores=LAYOUT.scores_csv,
+        trajectory=LAYOUT.trajectory_csv,
         metrics=LAYOUT.cl_metrics_csv,
         summary=LAYOUT.cl_summary_csv,
+        ledger=LAYOUT.item_ledger_csv,
+        transitions=report(
+            LAYOUT.transitions_csv,
+            caption="../report/transitions.rst",
+            category="1. Findings and forgetting",
+            labels={"table": "the item ledger's right -> wrong and wrong -> right counts"},
+        ),
     params:
         config=CONFIG_FILE,
         results=results_dir,
@@ -36,7 +47,7 @@ rule findings:
         html=report(
             LAYOUT.findings_html,
             caption="../report/findings.rst",
-            category="Findings",
+            category="1. Findings and forgetting",
             labels={"table": "the study's findings, scored on this run"},
         ),
     params:
@@ -54,19 +65,38 @@ rule findings:
         )
 
 
+# The report's menu sorts its categories by name: the numbers put them in reading order, the
+# findings and the curves of forgetting first.
 rule figures:
     input:
         scores=LAYOUT.scores_csv,
+        trajectory=LAYOUT.trajectory_csv,
+        transitions=LAYOUT.transitions_csv,
         metrics=LAYOUT.cl_metrics_csv,
         runs=all_stage_manifests(),
         provenance=provenance("figures", "figures", plan_settings),
     output:
         manifest=LAYOUT.figures_dir / MANIFEST,
+        trajectories=[
+            report(
+                str(LAYOUT.figures_dir / f"cl_trajectory_{method}.png"),
+                caption="../report/cl_trajectory.rst",
+                category="1. Findings and forgetting",
+                labels={"method": method, "figure": "scores at every checkpoint"},
+            )
+            for method in PLAN.methods
+        ],
+        transitions=report(
+            LAYOUT.figures_dir / "item_transitions.png",
+            caption="../report/item_transitions.rst",
+            category="1. Findings and forgetting",
+            labels={"method": "all", "figure": "items that flip per stage"},
+        ),
         cl_curves=[
             report(
                 str(LAYOUT.figures_dir / f"cl_curves_{method}.png"),
                 caption="../report/cl_curves.rst",
-                category="Continual learning",
+                category="2. Continual learning",
                 labels={"method": method, "figure": "relative performance per stage"},
             )
             for method in PLAN.methods
@@ -75,7 +105,7 @@ rule figures:
             report(
                 str(LAYOUT.figures_dir / f"accuracy_matrix_{method}.png"),
                 caption="../report/accuracy_matrix.rst",
-                category="Continual learning",
+                category="2. Continual learning",
                 labels={"method": method, "figure": "accuracy matrix"},
             )
             for method in PLAN.methods
@@ -83,13 +113,13 @@ rule figures:
         ood=report(
             LAYOUT.figures_dir / "ood_final.png",
             caption="../report/ood_final.rst",
-            category="Out of distribution",
+            category="3. Out of distribution",
             labels={"figure": "final OOD relative performance"},
         ),
         curves=report(
             LAYOUT.figures_dir / "training_curves.png",
             caption="../report/training_curves.rst",
-            category="Training",
+            category="4. Training",
             labels={"figure": "training curves"},
         ),
     params:

@@ -61,6 +61,9 @@ EVAL_BENCHMARKS = [b.name for b in eval_benchmarks(config)]
 # (evaluation.shards), each shard a job of its own, merged into the benchmark's files.
 EVALUATION = EvalSettings.from_config(config)
 WHOLE_BENCHMARKS, SPLIT_BENCHMARKS = EVALUATION.split(EVAL_BENCHMARKS)
+# Within-stage evaluation: each stage exports the weights of its trainer saves
+# (cptlab.train.within_stage), and the checkpoints every `within_stage.every` steps are evaluated.
+EXPORT_SAVES = EVALUATION.within_stage is not None
 # The effective config every job reads. Only a run that executes jobs writes it (onstart, under
 # Snakemake's lock, before the first job), so a dry run with another config cannot change what a
 # running or later job reads. Key order is kept: domain order decides the warm-up mixture's
@@ -231,6 +234,11 @@ def stage_manifest(method, seed, stage):
     return str(LAYOUT.stage_manifest(method, seed, stage, SEQUENCE[int(stage) - 1]))
 
 
+def step_dir(method, seed, stage, step):
+    """The checkpoint after `step` rollout batches of a stage (evaluation.within_stage)."""
+    return str(LAYOUT.step_dir(method, seed, stage, SEQUENCE[int(stage) - 1], step))
+
+
 def anchor():
     """The checkpoint an SDPO teacher anchored at `base` starts from (run.anchor)."""
     return PLAN.anchor or base_model()
@@ -266,14 +274,25 @@ def all_stage_manifests():
     return [str(LAYOUT.stage_manifest(*stage)) for stage in PLAN.trained_stages]
 
 
-def checkpoint_evals():
-    """Every evaluation file: the base's (shared by all methods) and each stage's."""
-    base = [str(LAYOUT.eval_file(b)) for b in EVAL_BENCHMARKS]
-    return base + [
-        str(LAYOUT.eval_file(b, m, s, k))
+def within_stage_steps(method, stage):
+    """The within-stage checkpoints of stage `stage` of `method`'s chains that are evaluated."""
+    domain = SEQUENCE[int(stage) - 1]
+    return EVALUATION.within_stage_steps(stage_settings(method, domain).steps)
+
+
+def checkpoint_evals(kind="eval_file"):
+    """Every evaluation file (`kind`: its EVAL.json, or `responses_file`): the base's (shared by
+    all methods), each stage's and each within-stage checkpoint's."""
+    path = getattr(LAYOUT, kind)
+    base = [str(path(b)) for b in EVAL_BENCHMARKS]
+    ends = [str(path(b, m, s, k)) for m, s, k, _ in PLAN.trained_stages for b in EVAL_BENCHMARKS]
+    within = [
+        str(path(b, m, s, k, step))
         for m, s, k, _ in PLAN.trained_stages
+        for step in within_stage_steps(m, k)
         for b in EVAL_BENCHMARKS
     ]
+    return base + ends + within
 
 
 # --- what each kind of job depends on: its settings as the command resolves them -----------
@@ -298,18 +317,21 @@ def train_settings(wc):
         "start": LAYOUT.recorded(previous_checkpoint(wc)),
         "anchor": LAYOUT.recorded(anchor()),
         "launcher": rule_resources(config, "train")["launcher"],
+        **({"export_saves": True} if EXPORT_SAVES else {}),
     }
 
 
-def evaluation_settings(checkpoint, method=lambda wc: None):
+def evaluation_settings(checkpoint, method=lambda wc: None, within_stage=False):
     """The evaluation section as it evaluates the checkpoint of `method(wc)` (None: the base),
     its chat template resolved, and the checkpoint. Not `shards`: a job's share of the rows is
-    in its file names, so splitting one benchmark reruns only that benchmark's jobs."""
+    in its file names, so splitting one benchmark reruns only that benchmark's jobs. `within_stage`
+    only for a within-stage checkpoint (its rows), so that it reruns nothing else."""
+    skipped = {"shards"} if within_stage else {"shards", "within_stage"}
     return lambda wc: {
         "evaluation": {
             key: value
             for key, value in asdict(EvalSettings.for_checkpoint(config, method(wc))).items()
-            if key != "shards"
+            if key not in skipped
         },
         "checkpoint": LAYOUT.recorded(checkpoint(wc)),
     }
@@ -328,6 +350,13 @@ def shard_inputs(benchmark, method=None, seed=None, stage=0):
 def plan_settings(wc):
     """What the tables and figures read of the config: the chains and the benchmarks."""
     return {"run": config["run"], "benchmarks": [asdict(b) for b in eval_benchmarks(config)]}
+
+
+def aggregate_settings(wc):
+    """The chains and benchmarks, the within-stage checkpoints read (their steps follow the
+    stages' steps) and the bootstrap seed."""
+    steps = {f"{m}/{k}": within_stage_steps(m, k) for m, _s, k, _d in PLAN.trained_stages}
+    return {**plan_settings(wc), "within_stage": steps, "seed": EVALUATION.seed}
 
 
 def findings_settings(wc):

@@ -6,6 +6,10 @@
 # A benchmark that `evaluation.shards` splits in n is evaluated apart: n jobs per checkpoint,
 # each on a contiguous part of its rows, then a merge job that writes the benchmark's files from
 # theirs (so that each job fits its time limit at paper scale: `cptlab plan-hours`).
+#
+# With `evaluation.within_stage`, each checkpoint a stage exported inside it (its step<N>/ folder,
+# complete once the stage's manifest is written) is evaluated the same way, in one job on every
+# benchmark's sample of rows.
 
 EVAL_BASE_JOB = LAYOUT.evaluate_job()
 EVAL_STAGE_JOB = LAYOUT.evaluate_job("{method}", "{seed}", "{stage}")
@@ -14,11 +18,17 @@ EVAL_BASE_SHARD_JOB = LAYOUT.evaluate_shard_job(*SHARD)
 EVAL_STAGE_SHARD_JOB = LAYOUT.evaluate_shard_job(*SHARD, "{method}", "{seed}", "{stage}")
 MERGE_BASE_JOB = LAYOUT.merge_shards_job("{benchmark}")
 MERGE_STAGE_JOB = LAYOUT.merge_shards_job("{benchmark}", "{method}", "{seed}", "{stage}")
+EVAL_STEP_JOB = LAYOUT.evaluate_job("{method}", "{seed}", "{stage}", "{step}")
 CHECKPOINT_ARGS = "--method {method} --seed {seed} --stage {stage}"
 
 base_evaluation_settings = evaluation_settings(lambda wc: base_model())
 stage_evaluation_settings = evaluation_settings(
     lambda wc: stage_dir(wc.method, wc.seed, wc.stage), lambda wc: wc.method
+)
+step_evaluation_settings = evaluation_settings(
+    lambda wc: step_dir(wc.method, wc.seed, wc.stage, wc.step),
+    lambda wc: wc.method,
+    within_stage=True,
 )
 
 
@@ -172,3 +182,42 @@ if SPLIT_BENCHMARKS:
             checkpoint=CHECKPOINT_ARGS,
         log:
             LAYOUT.log_file(MERGE_STAGE_JOB),
+
+
+if EVALUATION.within_stage is not None:
+
+    rule evaluate_within_stage:
+        input:
+            checkpoint=lambda wc: stage_manifest(wc.method, wc.seed, wc.stage),
+            data=[data_file(b) for b in EVAL_BENCHMARKS],
+            provenance=provenance(EVAL_STEP_JOB, "evaluate-checkpoint", step_evaluation_settings),
+        output:
+            scores=[
+                str(LAYOUT.eval_file(b, "{method}", "{seed}", "{stage}", "{step}"))
+                for b in EVAL_BENCHMARKS
+            ],
+            responses=[
+                str(LAYOUT.responses_file(b, "{method}", "{seed}", "{stage}", "{step}"))
+                for b in EVAL_BENCHMARKS
+            ],
+        wildcard_constraints:
+            step=r"[1-9]\d*",
+        params:
+            config=CONFIG_FILE,
+            results=results_dir,
+            checkpoint=CHECKPOINT_ARGS + " --step {step}",
+        threads: threads("evaluate")
+        priority: PRIORITY["evaluate"]
+        resources:
+            **resources("evaluate"),
+        log:
+            LAYOUT.log_file(EVAL_STEP_JOB),
+        benchmark:
+            LAYOUT.benchmark_file(EVAL_STEP_JOB)
+        conda:
+            CONDA_ENV
+        shell:
+            cptlab_shell(
+                "evaluate-checkpoint --config {params.config} --results-dir {params.results}"
+                " {params.checkpoint} --threads {threads}"
+            )

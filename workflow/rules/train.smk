@@ -19,6 +19,10 @@ rule train_stage:
         out=str(LAYOUT.stage_dir("{method}", "{seed}", "{stage}", "{domain}")),
         # Resumable trainer state lives outside the output, which Snakemake clears on a rerun.
         state=str(LAYOUT.state_dir("{method}", "{seed}", "{stage}", "{domain}")),
+        # Within-stage evaluation: the weights of each trainer save, in the output's step<N>/.
+        exports="--export-saves" if EXPORT_SAVES else "",
+        # Where training.report_to's tracker writes (not an output: logs only).
+        tracking=str(LAYOUT.tracking_dir("{method}", "{seed}", "{stage}", "{domain}")),
     threads: threads("train")
     priority: train_priority
     resources:
@@ -35,6 +39,7 @@ rule train_stage:
             "train-stage --config {params.config} --method {wildcards.method}"
             " --domain {wildcards.domain} --seed {wildcards.seed} --start-from {params.start}"
             " --anchor {params.anchor} --out {params.out} --state-dir {params.state}"
-            " --data {input.data} --replay-data {input.replay} --threads {threads}",
+            " --data {input.data} --replay-data {input.replay} {params.exports}"
+            " --tracking-dir {params.tracking} --threads {threads}",
             kind="train",
         )

@@ -62,14 +62,27 @@ def evaluate(args: argparse.Namespace) -> None:
         metavar="BENCHMARK:I",
         help="only shard I (1..n) of a benchmark that evaluation.shards splits in n",
     ),
+    arg(
+        "--step",
+        type=int,
+        default=None,
+        help="the stage's checkpoint after STEP rollout batches (evaluation.within_stage)",
+    ),
     THREADS,
 )
 def evaluate_checkpoint(args: argparse.Namespace) -> None:
     from cptlab.evaluation.evaluate import evaluate_checkpoint
 
     config, layout, checkpoint = _experiment_checkpoint(args)
+    if args.step is not None and args.method is None:
+        raise InputError("--step needs --method, --seed and --stage: a stage's checkpoint")
     records = evaluate_checkpoint(
-        config, layout, *checkpoint, threads=args.threads, shard=_shard(args.shard)
+        config,
+        layout,
+        *checkpoint,
+        threads=args.threads,
+        shard=_shard(args.shard),
+        step=args.step,
     )
     for record in records:
         keys = ("benchmark", "accuracy", "ci_low", "ci_high", "n", "seconds")

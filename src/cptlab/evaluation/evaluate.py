@@ -2,7 +2,9 @@
 responses kept as JSONL.
 
 Accuracy is avg@k: the mean over items of the mean reward over an item's k samples (k = 1 and
-temperature 0 is greedy decoding). The 95% interval is a percentile bootstrap over items. Where
+temperature 0 is greedy decoding). The 95% interval is a percentile bootstrap over items. With
+k >= 2 samples, pass@1, pass@k and maj@k come from the same samples, each with its bootstrap
+interval, and `pass_at` gives pass@j for j = 1, 2, 4, ... and k (cptlab.evaluation.scoring). Where
 the verifier runs tests (code), `test_pass_fraction` is the same average of the fraction of
 tests each completion passed, with its interval: the metric the study's verl reports for code
 (`acc`), beside the all-pass accuracy that is its reward; null for other benchmarks.
@@ -33,7 +35,10 @@ from cptlab.errors import InputError
 from cptlab.evaluation.generation import generate
 from cptlab.evaluation.scoring import (
     PASS_FRACTION_KEYS,
+    SAMPLED_KEYS,
     bootstrap_ci,
+    item_majority,
+    item_pass_at_k,
     score_completions,
 )
 from cptlab.evaluation.settings import EvalSettings
@@ -41,6 +46,8 @@ from cptlab.layout import Layout
 from cptlab.plan import Plan, builds_base, eval_benchmarks
 from cptlab.rows import RowError, read_jsonl
 from cptlab.train.peak_memory import process_memory
+from cptlab.train.spec import method_settings, resolve_stage
+from cptlab.train.tracking import log_scores
 from cptlab.verifiers import Verdict
 
 
@@ -51,13 +58,41 @@ def _response(row: dict, completions: list[str], verdicts: list[Verdict]) -> dic
         "rewards": [v.reward for v in verdicts],
         "reasons": [v.reason for v in verdicts],
     }
+    if any(v.answer is not None for v in verdicts):  # maj@k's votes
+        response["answers"] = [v.answer for v in verdicts]
     if any(v.test_pass_fraction is not None for v in verdicts):
         response["test_pass_fractions"] = [v.test_pass_fraction for v in verdicts]
     return response
 
 
+def sampled_statistics(responses: list[dict], seed: int = 0) -> dict:
+    """pass@1, pass@k and maj@k (k: the items' fewest samples) with their bootstrap intervals,
+    `pass_at` (pass@j for j = 1, 2, 4, ... and k) and how maj@k voted; None each where an item
+    has fewer than 2 samples (cptlab.evaluation.scoring)."""
+    k = min((len(r["rewards"]) for r in responses), default=0)
+    if k < 2:
+        return {**dict.fromkeys(SAMPLED_KEYS), "pass_at": None, "maj_at_k_vote": None}
+    record = {}
+    per_metric = {
+        "pass_at_1": [item_pass_at_k(r["rewards"], 1) for r in responses],
+        "pass_at_k": [item_pass_at_k(r["rewards"], k) for r in responses],
+        "maj_at_k": [item_majority(r["rewards"][:k], r.get("answers")) for r in responses],
+    }
+    for metric, values in per_metric.items():
+        record[metric] = float(np.mean(values))
+        record[f"{metric}_ci_low"], record[f"{metric}_ci_high"] = bootstrap_ci(values, seed=seed)
+    js = sorted({*(2**i for i in range(k.bit_length()) if 2**i < k), k})
+    record["pass_at"] = {
+        str(j): float(np.mean([item_pass_at_k(r["rewards"], j) for r in responses])) for j in js
+    }
+    voted = any(a is not None for r in responses for a in r.get("answers") or [])
+    record["maj_at_k_vote"] = "answers" if voted else "verdicts"
+    return record
+
+
 def statistics(responses: list[dict], seed: int = 0) -> dict:
-    """accuracy (avg@k) with its bootstrap interval, n, and the test pass fraction with its
+    """accuracy (avg@k) with its bootstrap interval, n, pass@1, pass@k and maj@k with theirs
+    where items have k >= 2 samples (`sampled_statistics`), and the test pass fraction with its
     interval where any completion ran tests (None each otherwise), from the responses' rewards:
     one function for a whole benchmark and for its merged shards."""
     per_item = np.array([np.mean(r["rewards"]) for r in responses], dtype=float)
@@ -67,6 +102,7 @@ def statistics(responses: list[dict], seed: int = 0) -> dict:
         "ci_low": low,
         "ci_high": high,
         "n": len(responses),
+        **sampled_statistics(responses, seed),
     }
     if not any("test_pass_fractions" in r for r in responses):
         return {**record, **dict.fromkeys(PASS_FRACTION_KEYS)}
@@ -215,10 +251,12 @@ def evaluate_benchmark(
     out: str | Path,
     responses_out: str | Path,
     too_long: int = 0,
+    step: int | None = None,
 ) -> dict:
     """Score `rows` of `benchmark`; write the responses JSONL, then EVAL.json (`out`) last.
     Returns the EVAL.json record; its `seconds` are this benchmark's (generation and scoring),
-    not the model's loading; `too_long` items were left out for their prompt's length."""
+    not the model's loading; `too_long` items were left out for their prompt's length; `step`:
+    a within-stage checkpoint's rollout batches (its rows are the benchmark's sample)."""
     started = time.perf_counter()
     stats: dict = {"tokens_generated": 0}
     # A shard can be empty (fewer rows than shards): nothing to generate.
@@ -228,6 +266,9 @@ def evaluate_benchmark(
     record = eval_record(
         benchmark, checkpoint, settings, responses, too_long, seconds, stats["tokens_generated"]
     )
+    if step is not None:
+        record["step"] = step
+        record["rows_sampled"] = settings.within_stage.rows
     record["memory"] = process_memory()  # the job's so far (cptlab.train.peak_memory)
     write_evaluation(record, responses, Path(out), Path(responses_out))
     return record
@@ -255,12 +296,17 @@ def run_evaluation(
     )
 
 
-def checkpoint_path(config: dict, layout: Layout, method: str | None, seed, stage: int) -> Path:
-    """The base's folder (stage 0 or no method) or stage `stage` of chain (method, seed)."""
+def checkpoint_path(
+    config: dict, layout: Layout, method: str | None, seed, stage: int, step: int | None = None
+) -> Path:
+    """The base's folder (stage 0 or no method), stage `stage` of chain (method, seed), or its
+    checkpoint after `step` rollout batches."""
     if method is None or stage == 0:
         return layout.base_dir if builds_base(config) else Path(config["base"]["path"])
     domain = Plan.from_config(config).stage_domain(stage)
-    return layout.stage_dir(method, seed, stage, domain)
+    if step is None:
+        return layout.stage_dir(method, seed, stage, domain)
+    return layout.step_dir(method, seed, stage, domain, step)
 
 
 @dataclass(frozen=True)
@@ -279,10 +325,19 @@ def checkpoint_tasks(
     benchmarks: list[str],
     checkpoint: tuple[str | None, int | None, int],
     shard: tuple[str, int] | None = None,
+    step: int | None = None,
 ) -> list[Task]:
     """The tasks of one checkpoint (method, seed, stage) of an experiment evaluated on
     `benchmarks`. Without `shard`: each benchmark that `evaluation.shards` does not split.
-    With `shard` = (benchmark, index): that shard of a split benchmark."""
+    With `shard` = (benchmark, index): that shard of a split benchmark. A within-stage
+    checkpoint (`step`) is evaluated on every benchmark in one job."""
+    if step is not None:
+        if shard is not None:
+            raise InputError("--shard and --step: a within-stage checkpoint is not split")
+        at = (*checkpoint, step)
+        return [
+            Task(b, layout.eval_file(b, *at), layout.responses_file(b, *at)) for b in benchmarks
+        ]
     whole, split = settings.split(benchmarks)
     if shard is None:
         return [
@@ -306,19 +361,26 @@ def evaluate_checkpoint(
     stage: int = 0,
     threads: int = 1,
     shard: tuple[str, int] | None = None,
+    step: int | None = None,
 ) -> list[dict]:
-    """Evaluate one checkpoint of the experiment (the base, or stage `stage` of chain
-    (method, seed)), loading it once, on its tasks (`checkpoint_tasks`): each benchmark's
-    (shard's) files go where the layout puts them, EVAL.json last. Returns the records."""
+    """Evaluate one checkpoint of the experiment (the base, stage `stage` of chain
+    (method, seed), or its checkpoint after `step` rollout batches on each benchmark's
+    within-stage sample of rows), loading it once, on its tasks (`checkpoint_tasks`): each
+    benchmark's (shard's) files go where the layout puts them, EVAL.json last. Returns the
+    records; with `training.report_to`, their scores also go to the stage's tracker run."""
     base = method is None or stage == 0
     settings = EvalSettings.for_checkpoint(config, None if base else method)
+    if step is not None and settings.within_stage is None:
+        raise InputError("--step: evaluation.within_stage is not set in the config")
     torch.set_num_threads(max(1, threads))
-    checkpoint = checkpoint_path(config, layout, method, seed, stage)
+    checkpoint = checkpoint_path(config, layout, method, seed, stage, step)
     benchmarks = [b.name for b in eval_benchmarks(config)]
-    tasks = checkpoint_tasks(settings, layout, benchmarks, (method, seed, stage), shard)
+    tasks = checkpoint_tasks(settings, layout, benchmarks, (method, seed, stage), shard, step)
     selected = []  # every task's rows, checked before the model loads
     for task in tasks:
         rows = read_benchmark_rows(task.benchmark, layout.data_file(task.benchmark), settings)
+        if step is not None:
+            rows = settings.within_stage.sample(rows, task.benchmark, settings.seed)
         kept, too_long = within_prompt_limit(
             rows if task.shard is None else shard_of(rows, *task.shard), checkpoint, settings
         )
@@ -326,7 +388,7 @@ def evaluate_checkpoint(
             check_some_scored(task.benchmark, len(kept), too_long, settings)
         selected.append((kept, too_long))
     generate_completions = load_generator(checkpoint, settings)
-    return [
+    records = [
         evaluate_benchmark(
             generate_completions,
             settings,
@@ -336,9 +398,39 @@ def evaluate_checkpoint(
             task.out,
             task.responses,
             too_long,
+            step,
         )
         for task, (kept, too_long) in zip(tasks, selected, strict=True)
     ]
+    if not base and shard is None:
+        track_scores(config, layout, method, seed, stage, step, records)
+    return records
+
+
+def track_scores(
+    config: dict,
+    layout: Layout,
+    method: str,
+    seed: int,
+    stage: int,
+    step: int | None,
+    records: list[dict],
+) -> None:
+    """A checkpoint's scores into its stage's tracker run at its optimizer step (the stage's
+    last for its end), where the method's training.report_to names a tracker."""
+    _trainer, _params, training = method_settings(config, method)
+    if training.report_to == "none":
+        return
+    domain = Plan.from_config(config).stage_domain(stage)
+    stage_settings = resolve_stage(config, method, domain)
+    rollout_step = stage_settings.steps if step is None else step
+    scores = {}
+    for record in records:
+        for key in ("accuracy", "pass_at_1", "pass_at_k", "maj_at_k"):
+            if record.get(key) is not None and np.isfinite(record[key]):
+                scores[f"eval/{record['benchmark']}/{key}"] = float(record[key])
+    folder = layout.tracking_dir(method, seed, stage, domain)
+    log_scores(training.report_to, folder, rollout_step * stage_settings.updates, scores)
 
 
 def merge_shards(
@@ -390,4 +482,6 @@ def merge_shards(
         layout.eval_file(benchmark, method, seed, stage),
         layout.responses_file(benchmark, method, seed, stage),
     )
+    if not base:
+        track_scores(config, layout, method, seed, stage, None, [record])
     return record

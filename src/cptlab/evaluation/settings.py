@@ -3,6 +3,7 @@ imports, so the Snakefile reads them too."""
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass, field, replace
 
 from cptlab.errors import ConfigError
@@ -27,6 +28,35 @@ BACKENDS = ("hf", "vllm")
 
 
 @dataclass(frozen=True)
+class WithinStage:
+    """`evaluation.within_stage`: the checkpoints inside each stage, evaluated like its end.
+
+    every:  evaluate the checkpoint after every `every` rollout batches of a stage, before its
+            last (the stage's end is its own checkpoint). The stage exports the weights at each
+            trainer save (`training.save_steps`), so `every` is a multiple of it.
+    rows:   each benchmark's seeded sample of this many rows (each benchmark a stratum of its
+            own, the same rows at every within-stage checkpoint, kept in their file order);
+            None: every row the stage ends evaluate.
+    """
+
+    every: int
+    rows: int | None = None
+
+    def steps(self, stage_steps: int) -> list[int]:
+        """The within-stage checkpoints (rollout batches done) of a stage of `stage_steps`."""
+        return list(range(self.every, stage_steps, self.every))
+
+    def sample(self, rows: list[dict], benchmark: str, seed: int) -> list[dict]:
+        """The rows of `benchmark` a within-stage checkpoint scores: `self.rows` of them drawn
+        with a generator seeded by (seed, benchmark), in their order; all when there are no
+        more."""
+        if self.rows is None or len(rows) <= self.rows:
+            return rows
+        picked = sorted(random.Random(f"{seed}/{benchmark}").sample(range(len(rows)), self.rows))
+        return [rows[i] for i in picked]
+
+
+@dataclass(frozen=True)
 class EvalSettings:
     """The config's `evaluation` mapping with its defaults filled in.
 
@@ -45,6 +75,9 @@ class EvalSettings:
                     study drops them (None: every item is scored).
     shards:         {benchmark: n}: n >= 2 evaluates that benchmark's rows in n jobs per
                     checkpoint, merged into one EVAL.json; the others are evaluated together.
+                    The stage ends' and the base's only: a within-stage checkpoint evaluates
+                    every benchmark in its one job.
+    within_stage:   the checkpoints inside each stage (WithinStage); None: the stage ends only.
     """
 
     n: int | None = None
@@ -60,11 +93,14 @@ class EvalSettings:
     chat_template_kwargs: dict | None = None
     max_prompt_length: int | None = None
     shards: dict = field(default_factory=dict)
+    within_stage: WithinStage | None = None
 
     def __post_init__(self) -> None:
         # YAML writes 0 for 0.0: keep the record's types stable.
         for name in ("temperature", "top_p"):
             object.__setattr__(self, name, float(getattr(self, name)))
+        if isinstance(self.within_stage, dict):
+            object.__setattr__(self, "within_stage", WithinStage(**self.within_stage))
         if self.backend not in BACKENDS:
             raise ConfigError(f"evaluation.backend: {self.backend!r} not in {BACKENDS}")
         if self.compact_generation and self.backend != "hf":
@@ -99,6 +135,11 @@ class EvalSettings:
         else:
             trained = method_settings(config, method)[2].chat_template_kwargs
         return replace(settings, chat_template_kwargs=dict(trained))
+
+    def within_stage_steps(self, stage_steps: int) -> list[int]:
+        """The within-stage checkpoints of a stage of `stage_steps` rollout batches (none when
+        within-stage evaluation is off)."""
+        return [] if self.within_stage is None else self.within_stage.steps(stage_steps)
 
     def shard_count(self, benchmark: str) -> int:
         """The jobs per checkpoint that evaluate `benchmark` (1: the checkpoint's shared job)."""

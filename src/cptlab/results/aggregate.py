@@ -11,7 +11,13 @@ Outputs (each written atomically, where cptlab.layout puts them):
                     `accuracy` is the mean reward (all tests pass, for code); for benchmarks
                     whose verifier runs tests, `test_pass_fraction` (with its interval) is the
                     mean fraction of tests passed, the study's reported code metric; NaN
-                    elsewhere.
+                    elsewhere. pass@1, pass@k and maj@k (k = `samples`) with their intervals
+                    where k >= 2, NaN otherwise (cptlab.evaluation.scoring).
+    trajectory.csv  every evaluated checkpoint of each chain in training order, within-stage
+                    ones included (cptlab.results.trajectory).
+    item_ledger.csv, transitions.csv   each item's success probability at each checkpoint, and
+                    the right->wrong / wrong->right counts per transition, chance-adjusted
+                    (cptlab.results.ledger).
     cl_metrics.csv  METRIC_COLUMNS, one row per (method, seed, stage, metric, benchmark); see
                     `cl_metric_rows` for the metrics. `note` says why a value is NaN.
     cl_summary.csv  SUMMARY_COLUMNS: mean over seeds with a t-based 95% interval (NaN interval
@@ -31,10 +37,12 @@ import pandas as pd
 
 from cptlab.artifacts import atomic_write_text
 from cptlab.errors import InputError
-from cptlab.evaluation.scoring import PASS_FRACTION_KEYS
+from cptlab.evaluation.scoring import PASS_FRACTION_KEYS, SAMPLED_KEYS
 from cptlab.layout import Layout
 from cptlab.plan import Plan
 from cptlab.results import cl_metrics as clm
+from cptlab.results.ledger import ledger_tables
+from cptlab.results.trajectory import trajectory
 
 SCORE_COLUMNS = [
     "method",
@@ -53,6 +61,7 @@ SCORE_COLUMNS = [
     "test_pass_fraction",
     "test_pass_fraction_ci_low",
     "test_pass_fraction_ci_high",
+    *SAMPLED_KEYS,
 ]
 METRIC_COLUMNS = [
     "method",
@@ -144,7 +153,7 @@ def collect_scores(config: dict, layout: Layout) -> pd.DataFrame:
                             "samples": int(r["samples"]),
                             "backend": r["backend"],
                             # optional in an EVAL.json (null, or absent from older ones)
-                            **{k: _number(r.get(k)) for k in PASS_FRACTION_KEYS},
+                            **{k: _number(r.get(k)) for k in (*PASS_FRACTION_KEYS, *SAMPLED_KEYS)},
                         }
                     )
     return pd.DataFrame(rows, columns=SCORE_COLUMNS)
@@ -283,13 +292,22 @@ def read_csv(path: str | Path) -> pd.DataFrame:
 
 
 def aggregate(config: dict, layout: Layout) -> dict[str, Path]:
-    """Write scores.csv, cl_metrics.csv and cl_summary.csv from the evaluation files of
-    `layout`; returns their paths."""
+    """Write scores.csv, trajectory.csv, cl_metrics.csv, cl_summary.csv, item_ledger.csv and
+    transitions.csv from the evaluation files of `layout`; returns their paths."""
     scores = collect_scores(config, layout)
     metrics = compute_metrics(config, scores)
     summary = summarise_seeds(metrics)
+    ledger, transitions = ledger_tables(config, layout, seed=_bootstrap_seed(config))
     return {
         "scores": write_csv(layout.scores_csv, scores),
+        "trajectory": write_csv(layout.trajectory_csv, trajectory(config, layout, _read_eval)),
         "cl_metrics": write_csv(layout.cl_metrics_csv, metrics),
         "cl_summary": write_csv(layout.cl_summary_csv, summary),
+        "item_ledger": write_csv(layout.item_ledger_csv, ledger),
+        "transitions": write_csv(layout.transitions_csv, transitions),
     }
+
+
+def _bootstrap_seed(config: dict) -> int:
+    """The ledger's bootstrap seed: the evaluation's, as its intervals use."""
+    return int((config.get("evaluation") or {}).get("seed", 0))

@@ -1,5 +1,5 @@
-"""The `aggregate`, `findings` and `figures` subcommands: they read and write the results tree
-through `cptlab.layout.Layout`."""
+"""The `aggregate`, `findings`, `figures` and `headline` subcommands: they read and write the
+results tree through `cptlab.layout.Layout`."""
 
 from __future__ import annotations
 
@@ -59,6 +59,21 @@ def figures(args: argparse.Namespace) -> None:
     layout = Layout(args.results_dir)
     manifest = make_figures(load_config(args.config), layout, metrics)
     print(json.dumps({"files": len(manifest["files"]), "out_dir": str(layout.figures_dir)}))
+
+
+@command(
+    "headline",
+    "print a finished run's headline: gain and forgetting per method and stage, the findings' "
+    "verdicts, the report's path",
+    CONFIG,
+    RESULTS_DIR,
+)
+def headline(args: argparse.Namespace) -> None:
+    from cptlab.layout import Layout
+    from cptlab.results.headline import headline
+    from cptlab.validation import load_config
+
+    print("\n".join(headline(load_config(args.config), Layout(args.results_dir))))
 
 
 @command(

@@ -3,6 +3,15 @@
 Files (each as .png and .pdf, in the figures folder; `manifest.json` is written last and lists
 them):
 
+    cl_trajectory_<method>   the CL curves at every evaluated checkpoint (within-stage ones
+                             included, x: rollout batches from the base): top, accuracy of each
+                             trained domain's id benchmark and the OOD mean; bottom, forgetting
+                             per earlier domain (its id accuracy at the end of its own stage
+                             minus now, points); mean over seeds, min-max band
+    item_transitions         per stage (the end of the previous to the end of this one), the
+                             chance-adjusted shares of items that go right -> wrong and
+                             wrong -> right over every benchmark (transitions.csv), per method:
+                             mean over seeds, bars the mean of the seeds' bootstrap intervals
     cl_curves_<method>       relative performance (%) vs the base after each stage: the id
                              benchmark(s) of every trained domain (solid from the stage that
                              trains it, dotted before) and the mean over the OOD benchmarks;
@@ -100,6 +109,103 @@ def plot_cl_curves(metrics: pd.DataFrame, plan: Plan, method: str, out_dir: Path
     ax.set_title(f"{method}: continual learning")
     ax.legend(fontsize=8)
     return save_figure(fig, out_dir, f"cl_curves_{method}")
+
+
+def plot_cl_trajectory(trajectory: pd.DataFrame, plan: Plan, method: str, out_dir: Path):
+    rows = trajectory[trajectory["method"] == method]
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 6.5), sharex=True)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    first: dict[str, int] = {}
+    for k, d in enumerate(plan.sequence, start=1):
+        first.setdefault(d, k)
+    ids = [b for d in first for b in plan.of_split("id") if b.domain == d]
+    ood = [b.name for b in plan.of_split("ood")]
+
+    def curve(values: pd.DataFrame) -> pd.DataFrame:
+        """Mean, min and max over seeds per checkpoint, in chain order."""
+        table = values.pivot_table(index="chain_step", columns="seed", values="value")
+        kinds = values.groupby("chain_step")["checkpoint"].first()
+        return pd.DataFrame(
+            {"mean": table.mean(axis=1), "low": table.min(axis=1), "high": table.max(axis=1)}
+        ).join(kinds)
+
+    def draw(ax, values: pd.DataFrame, color, label, style="-") -> None:
+        line = curve(values)
+        x = line.index.to_numpy()
+        ax.plot(x, line["mean"], style, color=color, label=label, linewidth=1.2)
+        ends = line["checkpoint"] != "within"
+        ax.plot(x[ends], line["mean"][ends], "o", color=color, markersize=4)
+        ax.plot(x[~ends], line["mean"][~ends], "o", color=color, markersize=4, fillstyle="none")
+        if rows["seed"].nunique() > 1:
+            ax.fill_between(x, line["low"], line["high"], color=color, alpha=0.12, linewidth=0)
+
+    for i, b in enumerate(ids):
+        values = rows[rows["benchmark"] == b.name].assign(value=lambda t: 100 * t["accuracy"])
+        draw(top, values, colors[i % len(colors)], b.name)
+    if ood:
+        mean = (
+            rows[rows["benchmark"].isin(ood)]
+            .groupby(["seed", "chain_step", "checkpoint"], as_index=False)["accuracy"]
+            .mean()
+            .assign(value=lambda t: 100 * t["accuracy"])
+        )
+        draw(top, mean, "black", "OOD mean", "--")
+    for i, b in enumerate(ids):  # each earlier domain, from the end of its own stage on
+        own = rows[(rows["benchmark"] == b.name) & (rows["stage"] >= first[b.domain])]
+        at_end = own[(own["stage"] == first[b.domain]) & (own["checkpoint"] == "end")]
+        later = own[own["stage"] > first[b.domain]]
+        if later.empty:
+            continue
+        drop = pd.concat([at_end, later])
+        then = drop["seed"].map(at_end.set_index("seed")["accuracy"])
+        drop = drop.assign(value=100 * (then - drop["accuracy"]))
+        draw(bottom, drop, colors[i % len(colors)], f"{b.domain} ({b.name})")
+    for ax in (top, bottom):
+        for k in range(1, len(plan.sequence)):
+            end = rows[(rows["stage"] == k) & (rows["checkpoint"] == "end")]["chain_step"]
+            if len(end):
+                ax.axvline(end.iloc[0], color="grey", linewidth=0.6, linestyle=":")
+    for k, d in enumerate(plan.sequence, start=1):
+        end = rows[(rows["stage"] == k) & (rows["checkpoint"] == "end")]["chain_step"]
+        if len(end):
+            top.annotate(f"{k}: {d} ", (end.iloc[0], 0.98), xycoords=("data", "axes fraction"),
+                         fontsize=7, ha="right", va="top", color="grey")  # fmt: skip
+    top.set_ylabel("accuracy (%)")
+    top.set_title(f"{method}: scores at every checkpoint (hollow: within-stage, on a sample)")
+    top.legend(fontsize=7)
+    bottom.axhline(0, color="grey", linewidth=0.8)
+    bottom.set_ylabel("forgetting since own stage (points)")
+    bottom.set_xlabel("rollout batches from the base")
+    if bottom.get_legend_handles_labels()[0]:
+        bottom.legend(fontsize=7, title="earlier domain", title_fontsize=7)
+    return save_figure(fig, out_dir, f"cl_trajectory_{method}")
+
+
+def plot_item_transitions(transitions: pd.DataFrame, plan: Plan, out_dir: Path) -> list[str]:
+    rows = transitions[(transitions["kind"] == "stage") & (transitions["benchmark"] == "all")]
+    stages = list(range(1, len(plan.sequence) + 1))
+    fig, axes = plt.subplots(2, 1, figsize=(max(6, 1.6 * len(stages) * len(plan.methods) / 2), 6),
+                             sharex=True)  # fmt: skip
+    width = 0.8 / max(1, len(plan.methods))
+    for ax, name, title in (
+        (axes[0], "right_to_wrong", "right -> wrong (forgotten)"),
+        (axes[1], "wrong_to_right", "wrong -> right (gained)"),
+    ):
+        for i, method in enumerate(plan.methods):
+            table = rows[rows["method"] == method].groupby("to_stage")
+            column = f"{name}_adjusted"
+            value = 100 * table[column].mean().reindex(stages)
+            low = 100 * table[f"{column}_ci_low"].mean().reindex(stages)
+            high = 100 * table[f"{column}_ci_high"].mean().reindex(stages)
+            err = np.nan_to_num(np.vstack([value - low, high - value]).clip(min=0))
+            x = np.arange(len(stages)) + (i - (len(plan.methods) - 1) / 2) * width
+            ax.bar(x, value, width, yerr=err, capsize=2, label=method)
+        ax.set_ylabel(f"{title}\n% of items, chance-adjusted", fontsize=8)
+    axes[1].set_xticks(range(len(stages)), [f"{k}: {d}" for k, d in enumerate(plan.sequence, 1)])
+    axes[1].set_xlabel("stage (its start to its end, every benchmark's items)")
+    axes[0].legend(fontsize=8)
+    axes[0].set_title("items that flip in each stage")
+    return save_figure(fig, out_dir, "item_transitions")
 
 
 def plot_ood_final(
@@ -276,10 +382,14 @@ def make_figures(config: dict, layout: Layout, train_metrics: list[str] | None =
     out_dir.mkdir(parents=True, exist_ok=True)
     scores = read_csv(layout.scores_csv)
     metrics = read_csv(layout.cl_metrics_csv)
+    trajectory = read_csv(layout.trajectory_csv)
     chosen = (
         {m: TRAIN_METRICS.get(m, (m,)) for m in train_metrics} if train_metrics else TRAIN_METRICS
     )
     files: list[str] = []
+    for method in plan.methods:
+        files += plot_cl_trajectory(trajectory, plan, method, out_dir)
+    files += plot_item_transitions(read_csv(layout.transitions_csv), plan, out_dir)
     for method in plan.methods:
         files += plot_cl_curves(metrics, plan, method, out_dir)
     files += plot_ood_final(scores, metrics, plan, out_dir)

@@ -1,6 +1,8 @@
 """The study's six findings ("Denser ≠ Better", arXiv 2607.01763; each claim is stated in words
 in PARTS below), each scored on this run, plus the testbed's two checks: every stage learns
-(GRPO and SDPO_0), and SFT forgets (the positive control).
+(GRPO and SDPO_0), and SFT forgets (the positive control), and the comparison of pass@1 with
+pass@k by method ("sharpening": does a dense teacher raise pass@1 while pass@k falls?), where the
+evaluation draws k >= 2 samples per item.
 
 Every finding is one or more *parts*: a quantity measured per seed (most are paired
 differences between two methods on the same seed), its mean with a t-based 95% interval over
@@ -265,6 +267,27 @@ def _lowest_mean(per_seed: list[dict[str, float]]) -> str | None:
     return min(sorted(names), key=lambda n: clm.nan_mean(v.get(n, math.nan) for v in per_seed))
 
 
+def _sampled_change(run: RunTables, role: str, seed: int, metric: str) -> float:
+    """`metric` (pass_at_1, pass_at_k, or "gap": pass@k minus pass@1) after the last stage minus
+    the base's, mean over the benchmarks evaluated with k >= 2 samples, points; NaN without."""
+    method = run.methods[role]
+    table = run.scores[(run.scores.method == method) & (run.scores.seed == seed)]
+    if metric == "gap":
+        values = table["pass_at_k"] - table["pass_at_1"]
+    else:
+        values = table[metric]
+    by_stage = table.assign(value=values).pivot_table(
+        index="benchmark", columns="stage", values="value"
+    )
+    if run.last not in by_stage or 0 not in by_stage:
+        return math.nan
+    return 100 * clm.nan_mean(by_stage[run.last] - by_stage[0])
+
+
+def _sharpening(metric: str):
+    return lambda run, role, seed: _sampled_change(run, role, seed, metric)
+
+
 def _paired(a: str, b: str, quantity) -> Callable[[RunTables, int], float]:
     return lambda run, seed: quantity(run, a, seed) - quantity(run, b, seed)
 
@@ -370,6 +393,46 @@ PARTS = (
         ("sdpo_0", "grpo"),
         _paired("sdpo_0", "grpo", _format_share),
         +1,
+    ),
+    Part(
+        "sharpening",
+        "a",
+        "Sharpening (a hypothesis, not the study's): RL narrows the gap between pass@k and pass@1",
+        "GRPO: (pass@k minus pass@1) after the last stage minus the base's, mean over the "
+        "benchmarks evaluated with k >= 2 samples, points",
+        ("grpo",),
+        lambda run, seed: _sampled_change(run, "grpo", seed, "gap"),
+        -1,
+    ),
+    Part(
+        "sharpening",
+        "b",
+        "Sharpening (a hypothesis, not the study's): denser supervision narrows it",
+        "SDPO_0: (pass@k minus pass@1) after the last stage minus the base's, mean over the "
+        "benchmarks evaluated with k >= 2 samples, points",
+        ("sdpo_0",),
+        lambda run, seed: _sampled_change(run, "sdpo_0", seed, "gap"),
+        -1,
+    ),
+    Part(
+        "sharpening",
+        "c",
+        "Sharpening: a dense teacher raises pass@1 more than GRPO",
+        "SDPO_0 minus GRPO: pass@1 after the last stage minus the base's, mean over the "
+        "benchmarks evaluated with k >= 2 samples, points",
+        ("sdpo_0", "grpo"),
+        _paired("sdpo_0", "grpo", _sharpening("pass_at_1")),
+        +1,
+    ),
+    Part(
+        "sharpening",
+        "d",
+        "Sharpening: ... while its pass@k falls below GRPO's",
+        "SDPO_0 minus GRPO: pass@k after the last stage minus the base's, mean over the "
+        "benchmarks evaluated with k >= 2 samples, points",
+        ("sdpo_0", "grpo"),
+        _paired("sdpo_0", "grpo", _sharpening("pass_at_k")),
+        -1,
     ),
 )
 
@@ -485,10 +548,15 @@ def score_findings(config: dict, layout: Layout) -> pd.DataFrame:
     run = RunTables(config, layout, methods)
     present = set(run.plan.methods)
     rows = []
+    sampled = bool(run.scores["pass_at_k"].notna().any())
     for part in PARTS:
         missing = [r for r in part.roles if methods[r] not in present]
         if missing:
             rows.append(_row(part, [], run, "needs " + ", ".join(methods[r] for r in missing)))
+            continue
+        if part.finding == "sharpening" and not sampled:
+            note = "needs evaluation.samples >= 2 (pass@k); this run decodes one sample"
+            rows.append(_row(part, [], run, note))
             continue
         rows.append(_row(part, [part.per_seed(run, s) for s in run.seeds()], run))
     rows += [_learning_row(run, present, part) for part in LEARNERS]

@@ -18,6 +18,8 @@ rollout_is.py          rollout importance sampling: vLLM's sampling against the 
 vllm_sync.py           the weight sync of colocated vLLM rollouts on vLLM's CPU build
 distributed.py         helpers for code run on one process or many (DeepSpeed ZeRO-3 gathering)
 state.py               the resumable state folder
+within_stage.py        the checkpoints inside a stage: its saves exported, then published
+tracking.py            TRL's logs to tensorboard, wandb or trackio, offline (report_to)
 handoff.py             the weights a stage hands on: the model's, or DeepSpeed's fp32 masters
 peak_memory.py         a job's measured memory, for the memory model (cptlab.memory)
 stage.py               train_stage(): a whole stage, in four steps (rows, resume, run, manifest)

@@ -27,6 +27,13 @@ from cptlab.cli import CONFIG, THREADS, arg, command
         default=[],
         help="the prepared train rows of the domains trained in earlier stages (replay_share)",
     ),
+    arg(
+        "--export-saves",
+        action="store_true",
+        help="export the weights at each trainer save into --out/step<N>/ "
+        "(evaluation.within_stage)",
+    ),
+    arg("--tracking-dir", default=None, help="the stage's tracker run (training.report_to)"),
     THREADS,
 )
 def train_stage(args: argparse.Namespace) -> None:
@@ -45,6 +52,8 @@ def train_stage(args: argparse.Namespace) -> None:
         threads=args.threads,
         data=args.data,
         replay=args.replay_data,
+        export_saves=args.export_saves,
+        tracking_dir=args.tracking_dir,
     )
     if manifest:  # only the main process writes and reports
         keys = ("status", "steps_done", "weights_step", "train_seconds")

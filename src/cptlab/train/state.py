@@ -3,6 +3,8 @@
     <state_dir>/stage.json         what this state belongs to (method, domain, seed, start, ...)
     <state_dir>/train_log.jsonl    one line per finished step, appended during training
     <state_dir>/checkpoint-<N>/    TRL/transformers trainer checkpoints (+ EMA teacher)
+    <state_dir>/exports/step<N>/   the weights of the trainer's saves, for within-stage
+                                   evaluation (cptlab.train.within_stage)
 
 A checkpoint is complete when its trainer_state.json exists (written last). On resume, partial
 checkpoints are removed and log lines past the resumed step are dropped (they will be redone).
@@ -25,6 +27,7 @@ log = logging.getLogger(__name__)
 
 FINGERPRINT = "stage.json"
 LOG = TRAIN_LOG  # the same name as in the stage's output folder
+EXPORTS = "exports"
 TRAINER_STATE = "trainer_state.json"
 _CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 
@@ -80,6 +83,8 @@ def clear_state(state_dir: Path) -> None:
             shutil.rmtree(path)
         elif path.name in (LOG, FINGERPRINT):
             path.unlink()
+        elif path.name == EXPORTS and path.is_dir():
+            shutil.rmtree(path)
 
 
 def truncate_log(path: Path, last_step: int) -> None:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from cptlab.errors import InputError
 
@@ -28,6 +30,10 @@ class Verdict:
               or failed, the sandbox could not run the program): the reward (0, or what the
               study gives in that case) is not a judgement of the answer. Counted per training
               step; a stage with too many stops (`training.max_unscorable_fraction`).
+    answer:   the answer the verifier read, normalised as it compares answers, so that equal
+              strings are the same answer to the row (maj@k's votes,
+              cptlab.evaluation.scoring); None without one (nothing parsed, or a program, which
+              tests judge rather than a comparison).
     """
 
     reward: float
@@ -35,6 +41,12 @@ class Verdict:
     reason: str | None = None
     test_pass_fraction: float | None = None
     unscorable: bool = False
+    answer: str | None = None
+
+
+def canonical(value: Any) -> str:
+    """A structured answer (calls, a grid) as one comparable string: JSON with sorted keys."""
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
 
 
 # A verifier is fn(completion, row) -> Verdict; one registered with `sees_truncation=True` is
@@ -68,12 +80,12 @@ def unscorable(reason: str, feedback: str = "The answer could not be checked.") 
     return Verdict(0.0, feedback, reason=reason, unscorable=True)
 
 
-def correct(feedback: str = "Correct.") -> Verdict:
-    return Verdict(1.0, feedback)
+def correct(feedback: str = "Correct.", answer: str | None = None) -> Verdict:
+    return Verdict(1.0, feedback, answer=answer)
 
 
-def wrong(feedback: str) -> Verdict:
-    return Verdict(0.0, feedback)
+def wrong(feedback: str, answer: str | None = None) -> Verdict:
+    return Verdict(0.0, feedback, answer=answer)
 
 
 def score(verifier: str, completion: str, row: dict, *, truncated: bool = False) -> Verdict:

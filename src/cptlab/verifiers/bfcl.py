@@ -26,7 +26,7 @@ import operator
 import re
 from typing import Any
 
-from cptlab.verifiers.base import Verdict, correct, malformed, register, wrong
+from cptlab.verifiers.base import Verdict, canonical, correct, malformed, register, wrong
 
 _TYPES: dict[str, type] = {
     "string": str,
@@ -280,8 +280,9 @@ def bfcl_ast(completion: str, row: dict) -> Verdict:
     except _Undecodable as err:
         return malformed(f"not a BFCL call list: {err}", "Reply with only the function calls.")
     expected = json.loads(row["answer"])
+    answer = canonical(calls)
     if len(calls) != len(expected):
-        return wrong(f"Expected {len(expected)} call(s), got {len(calls)}.")
+        return wrong(f"Expected {len(expected)} call(s), got {len(calls)}.", answer)
     schemas = {f["name"]: f for f in row.get("metadata", {}).get("functions", [])}
     for (name, arguments), possible in zip(calls, expected, strict=True):
         schema = schemas.get(next(iter(possible)))
@@ -289,5 +290,5 @@ def bfcl_ast(completion: str, row: dict) -> Verdict:
             return malformed("the expected function has no schema in the row")
         problem = check_bfcl_call(name, arguments, possible, schema)
         if problem:
-            return wrong(f"Function call rejected: {problem}.")
-    return correct()
+            return wrong(f"Function call rejected: {problem}.", answer)
+    return correct(answer=answer)

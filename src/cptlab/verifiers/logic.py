@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 
-from cptlab.verifiers.base import Verdict, correct, malformed, register, wrong
+from cptlab.verifiers.base import Verdict, canonical, correct, malformed, register, wrong
 from cptlab.verifiers.math import last_boxed
 from cptlab.verifiers.tool import json_values
 
@@ -29,9 +29,10 @@ def boxed_exact(completion: str, row: dict) -> Verdict:
         return malformed("no \\boxed{} answer", "No final answer in \\boxed{} was found.")
     if not predicted.strip():
         return malformed("empty \\boxed{}", "The \\boxed{} answer is empty.")
-    if _norm(_unwrap(predicted)) == _norm(_unwrap(row["answer"])):
-        return correct()
-    return wrong(f"The answer {predicted.strip()[:80]} is incorrect.")
+    answer = _norm(_unwrap(predicted))
+    if answer == _norm(_unwrap(row["answer"])):
+        return correct(answer=answer)
+    return wrong(f"The answer {predicted.strip()[:80]} is incorrect.", answer)
 
 
 def _solution_within(value: object) -> dict | None:
@@ -84,6 +85,7 @@ def zebra_grid(completion: str, row: dict) -> Verdict:
     if predicted is None:
         return malformed("no JSON solution grid", 'No JSON {"solution": ...} grid was found.')
     accuracy = cell_accuracy(predicted, json.loads(row["answer"]))
+    answer = canonical(predicted)
     if accuracy == 1.0:
-        return correct()
-    return Verdict(accuracy, f"{accuracy:.0%} of the cells are correct.")
+        return correct(answer=answer)
+    return Verdict(accuracy, f"{accuracy:.0%} of the cells are correct.", answer=answer)

@@ -92,12 +92,13 @@ def math_boxed(completion: str, row: dict) -> Verdict:
     if not predicted.strip():
         return malformed("empty \\boxed{}", "The \\boxed{} answer is empty.")
     shown = predicted.strip()[:80]
+    answer = normalize_answer(predicted)
     try:
         result = equivalence(predicted, row["answer"])
     except SymbolicCheckError as err:
         return unscorable(str(err), f"The answer {shown} could not be checked.")
     if result.equal:
-        return correct()
+        return correct(answer=answer)
     if result.note:
         return unscorable(result.note, f"The answer {shown} could not be checked.")
-    return wrong(f"The answer {shown} is incorrect.")
+    return wrong(f"The answer {shown} is incorrect.", answer)

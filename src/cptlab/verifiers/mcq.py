@@ -25,8 +25,8 @@ def _check(letter: str | None, row: dict, form: str) -> Verdict:
     if len(letter) != 1 or letter not in letters_for(row):  # not `in`: "" and "AB" are in "ABCD"
         return malformed(f"{letter[:20]!r} is not an option letter", "Answer with one letter.")
     if letter == row["answer"].strip().upper():
-        return correct()
-    return wrong(f"The answer {letter} is incorrect.")
+        return correct(answer=letter)
+    return wrong(f"The answer {letter} is incorrect.", letter)
 
 
 def last_answer_tag(text: str) -> str | None:

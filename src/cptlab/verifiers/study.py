@@ -15,7 +15,7 @@ import json
 import re
 from collections import Counter
 
-from cptlab.verifiers.base import Verdict, register, unscorable
+from cptlab.verifiers.base import Verdict, canonical, register, unscorable
 from cptlab.verifiers.symbolic import SymbolicCheckError, symbolic_equal
 
 # math.py: only the end of a completion is searched for the final box.
@@ -38,9 +38,11 @@ _REACT_INPUT = re.compile(r"Action Input:\s*({.*?})", re.DOTALL)
 _REACT_FORMAT = re.compile(r"Action:.*?\nAction Input:.*?", re.DOTALL)
 
 
-def _verdict(right: bool, feedback: str = "", reason: str | None = None) -> Verdict:
-    """1 or 0; a `reason` is recorded only for a zero reward."""
-    return Verdict(1.0 if right else 0.0, feedback, None if right else reason)
+def _verdict(
+    right: bool, feedback: str = "", reason: str | None = None, answer: str | None = None
+) -> Verdict:
+    """1 or 0; a `reason` is recorded only for a zero reward; `answer` the one read."""
+    return Verdict(1.0 if right else 0.0, feedback, None if right else reason, answer=answer)
 
 
 # ----- math (math.py) ---------------------------------------------------------------------------
@@ -85,7 +87,7 @@ def study_math(completion: str, row: dict, truncated: bool = False) -> Verdict:
         return _verdict(False, feedback, reason)
     answer = str(row["answer"])
     if predicted == answer:
-        return _verdict(True, feedback)
+        return _verdict(True, feedback, answer=predicted)
     # math-verify on the bare strings, as the study calls it (no `$` delimiters added). The
     # study takes every error of the check for a wrong answer: so does the reward, with the
     # reason recorded.
@@ -95,7 +97,7 @@ def study_math(completion: str, row: dict, truncated: bool = False) -> Verdict:
         return unscorable(str(err), feedback)
     if not result.equal and result.note:
         return unscorable(result.note, feedback)
-    return _verdict(result.equal, feedback)
+    return _verdict(result.equal, feedback, answer=predicted)
 
 
 # ----- multiple choice (mcq.py, gpqa.py) --------------------------------------------------------
@@ -110,9 +112,9 @@ def study_answer_tag(completion: str) -> str:
 @register("study_mcq_answer_tag")
 def study_mcq_answer_tag(completion: str, row: dict) -> Verdict:
     """mcq.py (SciKnowEval): that text must equal the answer letter exactly."""
-    right = study_answer_tag(completion) == row["answer"]
+    predicted = study_answer_tag(completion)
     reason = None if _MCQ_FORMAT.search(completion) else "no <answer>LETTER</answer> at the end"
-    return _verdict(right, "", reason)
+    return _verdict(predicted == row["answer"], "", reason, predicted)
 
 
 def study_gpqa_letter(completion: str) -> str:
@@ -128,7 +130,7 @@ def study_gpqa(completion: str, row: dict) -> Verdict:
     """gpqa.py (GPQA): that letter must equal the answer letter."""
     predicted = study_gpqa_letter(completion)
     reason = None if predicted in ("A", "B", "C", "D") else "no standalone letter A-D"
-    return _verdict(predicted == row["answer"], "", reason)
+    return _verdict(predicted == row["answer"], "", reason, predicted)
 
 
 # ----- tool use (tooluse.py) --------------------------------------------------------------------
@@ -169,4 +171,5 @@ def study_react_tool(completion: str, row: dict) -> Verdict:
     if inputs != expected_inputs:
         problems.append(f"Action inputs mismatch: predicted {inputs}, expected {expected_inputs}")
     reason = None if _REACT_FORMAT.search(completion) else "no Action / Action Input lines"
-    return _verdict(not problems, "; ".join(problems), reason)
+    answer = canonical({"actions": sorted(actions), "inputs": inputs})
+    return _verdict(not problems, "; ".join(problems), reason, answer)

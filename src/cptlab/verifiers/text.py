@@ -8,6 +8,7 @@ from cptlab.verifiers.base import Verdict, correct, register, wrong
 @register("exact_text")
 def exact_text(completion: str, row: dict) -> Verdict:
     """The whole completion must equal the reference, ignoring surrounding whitespace."""
-    if completion.strip() == row["answer"].strip():
-        return correct()
-    return wrong("The output differs from the expected text.")
+    answer = completion.strip()
+    if answer == row["answer"].strip():
+        return correct(answer=answer)
+    return wrong("The output differs from the expected text.", answer)

@@ -10,7 +10,7 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
-from cptlab.verifiers.base import Verdict, correct, malformed, register, wrong
+from cptlab.verifiers.base import Verdict, canonical, correct, malformed, register, wrong
 
 # `[^\S\n]` is whitespace other than a newline: with `\s` after `^` the MULTILINE patterns
 # backtrack quadratically over long runs of blank lines.
@@ -65,12 +65,14 @@ def react_tool(completion: str, row: dict) -> Verdict:
     if not calls:
         return malformed("no 'Action:' line", "No tool call (Action / Action Input) was found.")
     reference = [(c["name"], c["arguments"]) for c in json.loads(row["answer"])]
+    # what the rule compares: the multiset of names and the merged inputs
+    answer = canonical({"actions": sorted(n for n, _ in calls), "inputs": merge_inputs(calls)})
     if Counter(n for n, _ in calls) != Counter(n for n, _ in reference):
         names = ", ".join(n for n, _ in calls)[:100]
-        return wrong(f"Wrong tool(s): {names}.")
+        return wrong(f"Wrong tool(s): {names}.", answer)
     if merge_inputs(calls) != merge_inputs(reference):
-        return wrong("Right tool, wrong arguments.")
-    return correct()
+        return wrong("Right tool, wrong arguments.", answer)
+    return correct(answer=answer)
 
 
 # ----- BFCL-style function calls ------------------------------------------------------------
@@ -287,11 +289,12 @@ def function_call_ast(completion: str, row: dict) -> Verdict:
     if not calls:
         return malformed("no function call found", "No function call was found.")
     expected = json.loads(row["answer"])
+    answer = canonical(calls)
     if len(calls) != len(expected):
-        return wrong(f"Expected {len(expected)} call(s), got {len(calls)}.")
+        return wrong(f"Expected {len(expected)} call(s), got {len(calls)}.", answer)
     schemas = {f["name"]: f for f in row.get("metadata", {}).get("functions", [])}
     for (name, arguments), possible in zip(calls, expected, strict=True):
         problem = check_call(name, arguments, possible, schemas.get(name))
         if problem:
-            return wrong(f"Function call rejected: {problem}.")
-    return correct()
+            return wrong(f"Function call rejected: {problem}.", answer)
+    return correct(answer=answer)
