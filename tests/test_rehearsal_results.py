@@ -145,21 +145,27 @@ def test_math_rewards_in_this_environment_are_the_same_at_the_papers_worker_coun
 STATE_TOLERANCE = 0.10  # |measured / predicted - 1|
 PEAK_RANGE = (0.8, 1.25)  # measured / predicted
 EVAL_PEAK_RANGE = (0.95, 1.25)
-ARCH = Architecture.from_config(
-    json.loads((ROOT / CONFIG["base"]["path"] / "config.json").read_text())
-)
+
+
+@pytest.fixture(scope="module")
+def arch() -> Architecture:
+    """The rehearsal base's architecture (read when the module's tests run: `make test` collects
+    this module without the base)."""
+    return Architecture.from_config(
+        json.loads((ROOT / CONFIG["base"]["path"] / "config.json").read_text())
+    )
 
 
 @pytest.mark.parametrize("method, seed, stage, domain", STAGES)
-def test_each_stages_measured_memory_is_the_models(method, seed, stage, domain):
+def test_each_stages_measured_memory_is_the_models(method, seed, stage, domain, arch):
     manifest = json.loads(LAYOUT.stage_manifest(method, seed, stage, domain).read_text())
     settings = resolve_stage(CONFIG, method, domain)
     world = manifest["world_size"]
-    at_limits = training_memory(settings, ARCH, world, step_shape(settings, world), None, False)
+    at_limits = training_memory(settings, arch, world, step_shape(settings, world), None, False)
     for rank, measured in enumerate(manifest["memory"]):
         assert measured["device"] == "cpu"
         shape = measured_shape(settings, measured["forwards"])
-        job = training_memory(settings, ARCH, world, shape, None, on_gpu=False)
+        job = training_memory(settings, arch, world, shape, None, on_gpu=False)
         resident = sum(t.bytes for t in job.resident)
         where = f"rank {rank}: measured {measured}, predicted resident {resident:.0f}"
         assert abs(measured["state_bytes"] / resident - 1) <= STATE_TOLERANCE, where
@@ -171,13 +177,13 @@ def test_each_stages_measured_memory_is_the_models(method, seed, stage, domain):
 
 
 @pytest.mark.parametrize("method, seed, stage", CHECKPOINTS)
-def test_each_evaluations_peak_is_vllms_share_of_the_machine(method, seed, stage):
+def test_each_evaluations_peak_is_vllms_share_of_the_machine(method, seed, stage, arch):
     records = [
         json.loads(LAYOUT.eval_file(benchmark.name, method, seed, stage).read_text())
         for benchmark in eval_benchmarks(CONFIG)
     ]
     memory = max((r["memory"] for r in records), key=lambda m: m["peak_rss_bytes"])
-    job = evaluation_memory(CONFIG, ARCH, memory["memory_node_total_bytes"], on_gpu=False)
+    job = evaluation_memory(CONFIG, arch, memory["memory_node_total_bytes"], on_gpu=False)
     ratio = memory["peak_rss_bytes"] / job.peak
     assert EVAL_PEAK_RANGE[0] <= ratio <= EVAL_PEAK_RANGE[1], (memory, job.peak, ratio)
 
