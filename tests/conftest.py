@@ -28,3 +28,26 @@ def run_cli(argv: list[str], capsys) -> tuple[int, str]:
     """(exit code, stderr) of `cptlab <argv>` as the command line reports it."""
     code = main(argv)
     return code, capsys.readouterr().err
+
+
+# The files whose tests take minutes (whole workflow runs, several processes), longest first:
+# pytest-xdist's `--dist loadfile` (`make test`) hands files out in collection order, so these
+# start at once on both workers instead of one of them ending the suite alone.
+LONG_FILES = (
+    "test_preview.py",
+    "test_workflow.py",
+    "test_shared_results.py",
+    "test_deepspeed.py",
+    "test_config_errors.py",
+    "test_slurm_profile.py",
+    "test_train_stage.py",
+    "test_multiprocess.py",
+)
+
+
+def pytest_collection_modifyitems(items: list) -> None:
+    def rank(item) -> int:
+        name = item.path.name
+        return LONG_FILES.index(name) if name in LONG_FILES else len(LONG_FILES)
+
+    items.sort(key=rank)  # stable: each file's tests keep their order

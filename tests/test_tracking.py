@@ -10,12 +10,15 @@ import os
 
 import pytest
 import torch
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tiny_world import BENCHMARK, tiny_world
 
 from cptlab.errors import ConfigError
 from cptlab.train import tracking
 from cptlab.train.stage import train_stage
+
+# `make test-vllm` collects this module in its own environment, which has no tensorboard; the
+# project's environment has it (envs/requirements.txt).
+event_files = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 torch.set_num_threads(1)
@@ -23,7 +26,7 @@ torch.set_num_threads(1)
 
 def scalars(folder) -> dict[str, list[tuple[int, float]]]:
     """Every scalar of the event files in `folder`: tag -> [(step, value)]."""
-    events = EventAccumulator(str(folder))
+    events = event_files.EventAccumulator(str(folder))
     events.Reload()
     return {
         tag: [(e.step, e.value) for e in events.Scalars(tag)] for tag in events.Tags()["scalars"]
