@@ -110,6 +110,7 @@ experiment: drill
 run: {sequence: [math], methods: [sft], seeds: [0, 1]}
 methods: {sft: {trainer: sft, training: {learning_rate: 1.0e-3}}}
 training: {steps: 40, save_steps: 5}
+evaluation: {within_stage: null}  # the stage ends: what a drill interrupts and compares
 """
 # The timeout drill's training jobs may run one minute (two on the retry). They go to the
 # partition of the node's declared 64 CPUs, so that the stalled one does not hold one of the
