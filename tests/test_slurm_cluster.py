@@ -410,7 +410,7 @@ def test_scores_and_stage_weights_are_the_local_runs(smoke):
     scores = results / "scores.csv"
     assert (smoke.on_slurm / scores).read_bytes() == (smoke.local / scores).read_bytes()
     weights = sorted((smoke.local / results / "runs").rglob("model.safetensors"))
-    assert len(weights) == 4  # two methods, two stages
+    assert len(weights) == 8  # two methods, two stages, each with its within-stage checkpoint
     for path in weights:
         on_slurm = smoke.on_slurm / path.relative_to(smoke.local)
         assert on_slurm.read_bytes() == path.read_bytes(), path
@@ -719,13 +719,15 @@ def drills(runs) -> dict[str, Future]:
 
 
 def assert_same_results(drill: Drill, reference: Drill, outputs: list[Path]) -> None:
-    """Each stage's weights and each evaluation (less its timing) equal the reference's."""
+    """Each stage's weights and each evaluation (less its timing and its process's memory)
+    equal the reference's."""
 
     def same_bytes(path: Path) -> bool:
         return (drill.workdir / path).read_bytes() == (reference.workdir / path).read_bytes()
 
     def record(workdir: Path, path: Path) -> dict:
-        return {k: v for k, v in json.loads((workdir / path).read_text()).items() if k != "seconds"}
+        evaluation = json.loads((workdir / path).read_text())
+        return {k: v for k, v in evaluation.items() if k not in ("seconds", "memory")}
 
     for path in outputs:
         if path.name == "manifest.json":  # a stage
