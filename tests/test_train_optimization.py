@@ -13,7 +13,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 from tiny_models import tiny_qwen3
-from tiny_world import tiny_rows, tiny_world
+from tiny_world import Kill, tiny_rows, tiny_world
 from transformers import TrainerCallback, get_scheduler
 
 from cptlab.errors import ConfigError
@@ -49,18 +49,6 @@ class LearningRates(TrainerCallback):
         rates = {group["lr"] for group in optimizer.param_groups}
         assert len(rates) == 1, rates
         self.seen.append(rates.pop())
-
-
-class Kill(TrainerCallback):
-    """Stops the run before update `at` + 1 (inside a rollout batch when `at` is not a multiple
-    of the updates per batch)."""
-
-    def __init__(self, at: int):
-        self.at = at
-
-    def on_step_begin(self, args, state, control, **kwargs):
-        if state.global_step == self.at:
-            raise KeyboardInterrupt(f"killed before update {self.at + 1}")
 
 
 def staged(world, name, method, config, callbacks=()):

@@ -11,7 +11,7 @@ import pytest
 import torch
 from conftest import run_command
 from safetensors.torch import load_file
-from tiny_world import tiny_rows, tiny_world, write_rows
+from tiny_world import Kill, tiny_rows, tiny_world, write_rows
 from transformers import TrainerCallback
 
 import cptlab.train.stage as stage_module
@@ -99,17 +99,6 @@ def test_stage_writes_checkpoint_log_and_manifest_last(world):
     (memory,) = manifest["memory"]
     assert memory["device"] == "cpu" and 0 < memory["state_bytes"] < memory["peak_bytes"]
     assert memory["forwards"]["grad"]["rows"] >= 1 and "eval" in memory["forwards"]  # KL probe
-
-
-class Kill(TrainerCallback):
-    """Simulates a kill once step `at` has finished (after the checkpoint of step at-1)."""
-
-    def __init__(self, at: int):
-        self.at = at
-
-    def on_step_begin(self, args, state, control, **kwargs):
-        if state.global_step == self.at:
-            raise KeyboardInterrupt(f"killed before step {self.at + 1}")
 
 
 @pytest.mark.parametrize("method", ["grpo", "sdpo_ema", "sft"])

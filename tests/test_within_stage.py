@@ -12,7 +12,7 @@ import shutil
 import pytest
 import torch
 from safetensors.torch import load_file
-from tiny_world import BENCHMARK, tiny_world
+from tiny_world import BENCHMARK, Kill, tiny_world
 from transformers import TrainerCallback
 
 from cptlab.artifacts import read_manifest
@@ -43,15 +43,6 @@ class CaptureSaves(TrainerCallback):
     def on_save(self, args, state, control, **kwargs):
         source = f"{args.output_dir}/checkpoint-{state.global_step}/model.safetensors"
         shutil.copy(source, self.into / f"{state.global_step}.safetensors")
-
-
-class Kill(TrainerCallback):
-    def __init__(self, at: int):
-        self.at = at
-
-    def on_step_begin(self, args, state, control, **kwargs):
-        if state.global_step == self.at:
-            raise KeyboardInterrupt(f"killed before step {self.at + 1}")
 
 
 def run(world, name, config=None, **kwargs):

@@ -15,6 +15,8 @@ import json
 import random
 from pathlib import Path
 
+from transformers import TrainerCallback
+
 from cptlab.base_model.architecture import build_model
 from cptlab.base_model.settings import ArchitectureSettings
 from cptlab.base_model.tokenizer import train_tokenizer
@@ -197,3 +199,15 @@ def write_benchmark_rows(data_dir: Path, benchmark: str, domain: str, items: int
         for i in range(items)
     ]
     return write_rows(data_dir / f"{benchmark}.jsonl", rows)
+
+
+class Kill(TrainerCallback):
+    """Simulates a kill with -9 before update `at` + 1 (after the checkpoint of update `at`
+    where one was saved; inside a rollout batch when `at` is not a multiple of its updates)."""
+
+    def __init__(self, at: int):
+        self.at = at
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        if state.global_step == self.at:
+            raise KeyboardInterrupt(f"killed before step {self.at + 1}")
