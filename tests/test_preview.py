@@ -1,8 +1,9 @@
 """Only a run that executes jobs changes a results folder: previews, lints, reports and a refused
 second run leave it as it was, and each real run reruns exactly what its config changed.
 
-One real run of config/smoke.yaml with one method (module fixture: one chain is all that the
-provenance needs, and half the jobs); every case works on a copy of that workflow, its results
+One real run of config/smoke.yaml with one method and no within-stage evaluation (module
+fixture: one chain of stage-end evaluations is all that the provenance needs, and a third of the
+jobs); every case works on a copy of that workflow, its results
 and its `.snakemake/`, and checks its outcome both with a dry run and with a real run. A
 folder's state is every file's and folder's name, content and modification time.
 """
@@ -34,6 +35,7 @@ from workflow_helpers import (
 )
 
 from cptlab.layout import Layout
+from cptlab.provenance import ACCEPTED
 
 pytestmark = pytest.mark.integration
 
@@ -41,9 +43,7 @@ RESULTS = Layout(Path("results/smoke"))
 ENV = {"OMP_NUM_THREADS": "1"}
 CONFIG = "config/preview.yaml"  # the smoke config with GRPO alone, written by `finished`
 # One evaluation key changed: every evaluation and what reads the evaluations, nothing else.
-EVALUATIONS = Counter(
-    evaluate_base=1, evaluate_stage=STAGES, evaluate_within_stage=STAGES, **downstream(1)
-)
+EVALUATIONS = Counter(evaluate_base=1, evaluate_stage=STAGES, **downstream(1))
 
 
 def state(workdir: Path) -> dict[str, tuple]:
@@ -78,6 +78,7 @@ def finished(tmp_path_factory) -> Path:
 
     def grpo_alone(config: dict) -> None:
         config["run"]["methods"] = ["grpo"]
+        config["evaluation"]["within_stage"] = None  # more evaluations of the same kind
 
     edited_config(workdir / SMOKE, workdir / CONFIG, grpo_alone)
     real_run(workdir, "--configfile", CONFIG)
@@ -147,10 +148,14 @@ def test_a_moved_repository_with_its_results_has_nothing_to_do(clone, tmp_path):
 
 
 def test_touch_commits_the_provenance_of_what_it_marks_up_to_date(clone):
+    """It also keeps, in each record it accepts, the settings that made the outputs."""
     other = with_max_new_tokens(clone, 9)
     done = snakemake(clone, "--touch", "--cores", "1", "--configfile", other)
     assert done.returncode == 0, done.stderr[-3000:]
     assert planned_jobs(clone, "--configfile", other) == Counter()
+    record = json.loads((clone / RESULTS.provenance_file(RESULTS.evaluate_job())).read_text())
+    assert record["settings"]["evaluation"]["max_new_tokens"] == 9
+    assert [made["settings"]["evaluation"]["max_new_tokens"] for made in record[ACCEPTED]] == [8]
     assert planned_jobs(clone, "--configfile", CONFIG) == EVALUATIONS
 
 
@@ -233,14 +238,10 @@ def test_a_second_run_is_refused_and_a_killed_job_keeps_its_provenance(clone):
     # The killed job: which checkpoint it evaluated, from its command line.
     if "--method" in argv:
         index = argv.index
-        step = argv[index("--step") + 1] if "--step" in argv else None  # within a stage
         job = RESULTS.evaluate_job(
-            argv[index("--method") + 1],
-            argv[index("--seed") + 1],
-            argv[index("--stage") + 1],
-            step,
+            argv[index("--method") + 1], argv[index("--seed") + 1], argv[index("--stage") + 1]
         )
-        planned = "evaluate_stage" if step is None else "evaluate_within_stage"
+        planned = "evaluate_stage"
     else:
         job, planned = RESULTS.evaluate_job(), "evaluate_base"
     killed = clone / RESULTS.provenance_file(job)

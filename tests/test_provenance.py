@@ -3,6 +3,7 @@ staged records dated by whether the committed one holds them, and committed by t
 
 from __future__ import annotations
 
+import json
 import os
 import textwrap
 from pathlib import Path
@@ -12,9 +13,11 @@ import pytest
 
 from cptlab.cli import COMMAND_MODULES
 from cptlab.provenance import (
+    ACCEPTED,
     DATA_FILES,
     SETTLED,
     SourceTree,
+    accept,
     commit,
     committed_path,
     stage,
@@ -116,6 +119,54 @@ def test_the_hash_changes_with_content_only(tree):
     assert SourceTree(tree.root).code_hash("second") == tree.code_hash("second")
 
 
+def edited(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text, (path, old)
+    path.write_text(text.replace(old, new, 1))
+
+
+def test_the_hash_reads_what_the_code_computes_not_how_it_is_written(tree):
+    """Docstrings, comments, blank lines and layout change nothing; a statement does, even in a
+    function whose body was only its docstring."""
+    before = tree.code_hash("first")
+    work = tree.root / "a" / "work.py"
+    work.write_text(
+        '"""The work module: a map for readers."""\n\n\n'
+        + work.read_text().replace("def run():", 'def run(  ):  # the entry point\n    """Run."""')
+        + "\n# a closing comment\n"
+    )
+    edited(tree.root / "a" / "__init__.py", "from . import shared", "from . import (shared)")
+    assert SourceTree(tree.root).code_hash("first") == before
+    edited(work, "from .lazy import x", "from .lazy import x\n    x += 1")
+    assert SourceTree(tree.root).code_hash("first") != before
+    # A docstring that is a function's whole body: removing it leaves `pass`, not an error.
+    docstring_only = tree.root / "a" / "shared.py"
+    docstring_only.write_text('def f():\n    """Only a docstring."""\n')
+    once = SourceTree(tree.root).code_hash("first")
+    docstring_only.write_text("def f():\n    pass\n")
+    assert SourceTree(tree.root).code_hash("first") == once
+
+
+def test_the_schemas_descriptions_are_text_its_keywords_are_code(tree):
+    """A config key called `description` is a name, not an annotation: it stays in the hash."""
+    schema = tree.root / "schemas" / "config.schema.yaml"
+    schema.write_text(
+        "description: a config\ntype: object\nproperties:\n"
+        "  description: {type: string, description: what it is}\n"
+        "  n: {type: integer, default: 1, title: rows}\n"
+    )
+    before = SourceTree(tree.root).code_hash("first")
+    edited(schema, "description: a config", "description: one experiment")
+    edited(schema, "description: what it is", "description: what the run is")
+    edited(schema, "title: rows", "title: row count")
+    assert SourceTree(tree.root).code_hash("first") == before
+    for old, new in [("default: 1", "default: 2"), ("  description: {type", "  text: {type")]:
+        edited(schema, old, new)
+        changed = SourceTree(tree.root).code_hash("first")
+        assert changed != before, new
+        before = changed
+
+
 def test_another_command_modules_text_is_not_a_dependency(tree):
     """Every job imports every command module (the parser does), so their top-level imports
     count; another module's handlers never run, so adding a subcommand reruns nothing else."""
@@ -203,3 +254,27 @@ def test_a_stale_record_is_dated_now_even_if_staged_long_before(tmp_path, monkey
     staged = stage("results/exp", "job", RECORD, staging=tmp_path / "staged")
     os.utime(staged, (1e9, 1e9))
     assert stage("results/exp", "job", RECORD, staging=tmp_path / "staged").stat().st_mtime > 1e9
+
+
+def test_touch_accepts_a_record_and_keeps_the_code_that_made_the_outputs(tmp_path, monkeypatch):
+    """`snakemake --touch` commits the wanted record (so nothing reruns) and lists what it
+    replaced; a real run's commit then clears that list."""
+    monkeypatch.chdir(tmp_path)
+    root, job = Path("results/exp"), "runs/grpo/seed0/stage1_math/train"
+    made = {"command": "train-stage", "code": "aaaa", "settings": {"lr": 1}}
+    commit(stage(root, job, made))
+    refactored = {**made, "code": "bbbb"}
+    assert os.stat(stage(root, job, refactored)).st_mtime != SETTLED  # would rerun
+    committed = accept(root, job, refactored)
+    assert json.loads(committed.read_text())[ACCEPTED] == [{"code": "aaaa"}]
+    assert os.stat(stage(root, job, refactored)).st_mtime == SETTLED  # accepted: no rerun
+    accept(root, job, refactored)  # again: nothing new to record
+    retuned = {**refactored, "code": "cccc", "settings": {"lr": 2}}
+    accept(root, job, retuned)
+    assert json.loads(committed.read_text())[ACCEPTED] == [
+        {"code": "aaaa"},
+        {"code": "bbbb", "settings": {"lr": 1}},
+    ]
+    assert os.stat(stage(root, job, retuned)).st_mtime == SETTLED
+    commit(stage(root, job, made))  # a run of the first code: its outputs are its own again
+    assert ACCEPTED not in json.loads(committed.read_text())

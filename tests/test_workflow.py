@@ -7,10 +7,12 @@ and in a colleague's fresh clone beside a copy of its results folder (without `.
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import shutil
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -63,15 +65,27 @@ def plan_after(workdir: Path, tmp_path: Path, edit) -> Counter:
     return planned_jobs(workdir, "--configfile", str(config))
 
 
-def plan_after_editing(workdir: Path, module: str) -> Counter:
-    """The dry run after a comment is appended to one source file (then restored)."""
-    source = workdir / "src" / "cptlab" / module
-    original = source.read_text()
+def plan_after_editing(workdir: Path, edits: dict[str, Callable[[str], str]]) -> Counter:
+    """The dry run after each source file of `edits` (under src/cptlab/) is rewritten by its
+    function (then restored)."""
+    originals = {}
     try:
-        source.write_text(original + "\n# changed\n")
+        for module, edit in edits.items():
+            source = workdir / "src" / "cptlab" / module
+            originals[source] = source.read_text()
+            source.write_text(edit(originals[source]))
         return planned_jobs(workdir, "--configfile", SMOKE)
     finally:
-        source.write_text(original)
+        for source, text in originals.items():
+            source.write_text(text)
+
+
+def a_statement_in_a_function(text: str) -> str:
+    """`text` with one statement appended to the body of its first function."""
+    function = next(node for node in ast.walk(ast.parse(text)) if isinstance(node, ast.FunctionDef))
+    lines = text.splitlines(keepends=True)
+    lines.insert(function.end_lineno, " " * function.body[-1].col_offset + "_edited = None\n")
+    return "".join(lines)
 
 
 @pytest.fixture
@@ -297,25 +311,53 @@ def test_adding_a_method_adds_only_its_chain(smoke, tmp_path):
     )
 
 
-def test_a_code_change_reruns_only_the_rules_that_use_it(smoke):
-    assert plan_after_editing(smoke, "evaluation/evaluate.py") == Counter(
-        evaluate_base=1, evaluate_stage=METHODS * STAGES, **WITHIN, **downstream(METHODS)
+def test_docstrings_comments_and_maps_rerun_nothing(smoke):
+    """A package's docstring is its module map (tests/test_maps.py): editing it, or a comment,
+    or a function's docstring changes no result."""
+    assert (
+        plan_after_editing(
+            smoke,
+            {
+                "sandbox/__init__.py": lambda text: text.replace('"""', '"""A map: ', 1),
+                "drift/plots.py": lambda text: text + "\n# a comment\n",
+                "train/__init__.py": lambda text: text.replace(
+                    '"""', '"""The training package. ', 1
+                ),
+                "evaluation/scoring.py": lambda text: text.replace('    """', '    """Note: ', 1),
+            },
+        )
+        == Counter()
     )
-    jobs = plan_after_editing(smoke, "train/grpo.py")
-    assert jobs["train_stage"] == METHODS * STAGES and "build_base" not in jobs
 
 
-@pytest.mark.parametrize("module", ["artifacts.py", "config.py"])
-def test_a_module_everything_imports_reruns_training_and_evaluation(smoke, module):
-    """The hole of hand-kept module lists: artifacts.py (atomic writes) and config.py are
-    imported by training and evaluation, so editing them reruns both."""
-    jobs = plan_after_editing(smoke, module)
-    assert jobs["train_stage"] == METHODS * STAGES
-    assert jobs["evaluate_base"] + jobs["evaluate_stage"] == 1 + METHODS * STAGES
+EVERYTHING = Counter(
+    prepare_data=8, build_base=1, evaluate_base=1, train_stage=METHODS * STAGES,
+    evaluate_stage=METHODS * STAGES, **WITHIN, **downstream(METHODS),
+)  # fmt: skip
+AFTER_THE_DATA = EVERYTHING - Counter(prepare_data=8)
+AFTER_THE_BASE = AFTER_THE_DATA - Counter(build_base=1, evaluate_base=1)
+# One module of each package (and one that every job imports), a statement added to a function
+# of it: the jobs whose subcommand reaches that code, and what reads their outputs.
+CODE_CHANGES = {
+    "config.py": EVERYTHING,
+    "domains/embedded/math.py": EVERYTHING,  # the registry loads every domain
+    # The registry checks each benchmark's verifier by name in cptlab.verifiers, which imports
+    # every verifier, and the code verifier the sandbox: data preparation reaches them all.
+    "verifiers/math.py": EVERYTHING,
+    "sandbox/client.py": EVERYTHING,
+    "base_model/tokenizer.py": AFTER_THE_DATA,
+    "evaluation/scoring.py": AFTER_THE_DATA,  # the base build measures the base with it
+    "train/grpo.py": AFTER_THE_BASE,
+    "evaluation/evaluate.py": AFTER_THE_DATA - Counter(build_base=1, train_stage=METHODS * STAGES),
+    "drift/responses.py": Counter(drift_chain=METHODS, drift_figures=1, findings=1, all=1),
+    "results/findings.py": Counter(findings=1, all=1),
+    "drift/plots.py": Counter(drift_figures=1, all=1),
+}
 
 
-def test_drift_plots_rerun_only_the_drift_figures(smoke):
-    assert plan_after_editing(smoke, "drift/plots.py") == Counter(drift_figures=1, all=1)
+@pytest.mark.parametrize("module", CODE_CHANGES)
+def test_a_code_change_reruns_exactly_the_jobs_that_reach_it(smoke, module):
+    assert plan_after_editing(smoke, {module: a_statement_in_a_function}) == CODE_CHANGES[module]
 
 
 def test_code_hashes_cover_every_import(smoke):

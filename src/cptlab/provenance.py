@@ -17,12 +17,17 @@ fails or is killed leaves the old record, and the next invocation reruns it.
 
 The code hash of a subcommand is computed, not listed: every cptlab module its handler imports,
 followed through the import graph (imports inside functions count, since a lazy import is still
-a dependency), plus the package data those modules read (DATA_FILES).
+a dependency), plus the package data those modules read (DATA_FILES). It hashes what that code
+computes, not how it is written (`normalized_code`): a comment, a docstring, a module map or a
+reformatting reruns nothing; any other edit of a module reruns the jobs that reach it. A user who
+knows that a code change leaves the results as they are accepts it with `snakemake --touch`: the
+committed record then says which code made the outputs (ACCEPTED).
 """
 
 from __future__ import annotations
 
 import ast
+import copy
 import hashlib
 import json
 import os
@@ -30,6 +35,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote
+
+import yaml
 
 from cptlab.artifacts import atomic_write_text
 from cptlab.errors import InputError
@@ -39,6 +46,49 @@ PACKAGE = "cptlab"
 PACKAGE_ROOT = Path(__file__).resolve().parent
 # Package files other than Python sources, by the module that reads them.
 DATA_FILES = {"cptlab.config": ("schemas/config.schema.yaml",)}
+# JSON-schema keywords that describe and validate nothing: a schema's text for its readers.
+SCHEMA_ANNOTATIONS = frozenset({"title", "description", "$comment", "examples"})
+# Schema keywords whose value maps names (config keys, definitions) to schemas.
+SCHEMA_NAME_MAPS = frozenset({"properties", "patternProperties", "$defs", "dependentSchemas"})
+
+
+def _without_docstrings(tree: ast.Module) -> ast.Module:
+    """A copy of `tree` without the docstrings of its module, classes and functions."""
+    tree = copy.deepcopy(tree)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                if isinstance(body[0].value.value, str):
+                    # A body cannot be empty: a function that is only its docstring runs `pass`.
+                    node.body = body[1:] or [ast.Pass()]
+    return tree
+
+
+def _schema_logic(spec: Any, names: bool = False) -> Any:
+    """A JSON schema without its annotations; `names`: `spec` maps names to schemas, so its keys
+    are names (a config key called `description` stays)."""
+    if isinstance(spec, dict):
+        return {
+            key: _schema_logic(value, names=not names and key in SCHEMA_NAME_MAPS)
+            for key, value in spec.items()
+            if names or key not in SCHEMA_ANNOTATIONS
+        }
+    if isinstance(spec, list):
+        return [_schema_logic(item) for item in spec]
+    return spec
+
+
+def normalized_code(path: Path, tree: ast.Module | None = None) -> str:
+    """What the code in `path` computes, as text: a Python module unparsed from its syntax tree
+    without docstrings (comments and layout are not in the tree), the config schema without its
+    annotations; another data file as it is."""
+    if path.suffix == ".py":
+        tree = tree if tree is not None else ast.parse(path.read_bytes(), filename=str(path))
+        return ast.unparse(_without_docstrings(tree))
+    if path.name.endswith(".schema.yaml"):
+        return json.dumps(_schema_logic(yaml.safe_load(path.read_text())), sort_keys=True)
+    return path.read_text()
 
 
 class SourceTree:
@@ -59,6 +109,7 @@ class SourceTree:
         self.modules = {path: name for name, path in self.files.items()}
         self.commands = self._commands()
         self._module_imports: dict[str, set[str]] = {}
+        self._hashes: dict[str, str] = {}  # a workflow hashes each command for each of its jobs
 
     def module_of(self, path: Path) -> str | None:
         """The module name of a source file (None for package data)."""
@@ -157,13 +208,21 @@ class SourceTree:
         return sorted(files)
 
     def code_hash(self, command: str) -> str:
-        """sha256 of the sources `command` runs, by relative path and content."""
-        digest = hashlib.sha256()
-        for path in self.command_sources(command):
-            digest.update(str(path.relative_to(self.root)).encode())
-            digest.update(path.read_bytes())
-        return digest.hexdigest()[:16]
+        """sha256 of the sources `command` runs, by relative path and normalized code."""
+        if command not in self._hashes:
+            digest = hashlib.sha256()
+            for path in self.command_sources(command):
+                module = self.module_of(path)
+                code = normalized_code(path, self.trees[module] if module else None)
+                digest.update(str(path.relative_to(self.root)).encode() + b"\0")
+                digest.update(code.encode() + b"\0")
+            self._hashes[command] = digest.hexdigest()[:16]
+        return self._hashes[command]
 
+
+# The key of a committed record that lists the code and settings its outputs were made with, where
+# `snakemake --touch` accepted them for another (`accept`); the other keys are the accepted ones.
+ACCEPTED = "accepted"
 
 # Where invocations stage the records they want, beside Snakemake's own state and outside results/.
 STAGED = Path(".snakemake") / "cptlab"
@@ -227,9 +286,31 @@ def stage(
     if not staged.is_file():
         atomic_write_text(staged, text)
     committed = Layout(root).provenance_file(job)
-    current = not stale and committed.is_file() and committed.read_text() == text
+    current = not stale and committed.is_file() and _accepted_part(committed.read_text()) == text
     os.utime(staged, (SETTLED, SETTLED) if current else None)
     return staged
+
+
+def _accepted_part(text: str) -> str:
+    """A committed record's text without its ACCEPTED history: what a staged record must equal."""
+    if f'"{ACCEPTED}"' not in text:
+        return text
+    record = json.loads(text)
+    record.pop(ACCEPTED, None)
+    return render(record)
+
+
+def accept(root: str | Path, job: str, record: Mapping[str, Any]) -> Path:
+    """Commit `record` for job `job` without running it (`snakemake --touch`): its outputs are
+    declared to be what `record`'s code and settings would make. Where the committed record said
+    otherwise, its differing values are appended to the record's ACCEPTED list, so the
+    provenance still names the code that made the outputs."""
+    committed = Layout(root).provenance_file(job)
+    previous = json.loads(committed.read_text()) if committed.is_file() else None
+    history = list(previous.pop(ACCEPTED, [])) if previous else []
+    if previous is not None and render(previous) != render(record):
+        history.append({k: v for k, v in previous.items() if record.get(k) != v})
+    return write_if_changed(committed, {**record, ACCEPTED: history} if history else record)
 
 
 def commit(staged: str | Path, staging: Path = STAGED) -> Path:

@@ -19,7 +19,7 @@ from cptlab.evaluation.settings import EvalSettings
 from cptlab.layout import BASE_JOB, Layout
 from cptlab.locks import lock_holder, record_lock_owner, release_stale_lock
 from cptlab.plan import Plan, base_measure_benchmarks, builds_base, datasets, eval_benchmarks
-from cptlab.provenance import SourceTree, render, stage, staged_job, write_if_changed
+from cptlab.provenance import SourceTree, accept, render, stage, staged_job, write_if_changed
 from cptlab.site import site_problems
 from cptlab.slurm import start_controller_watch
 from cptlab.resources import (
@@ -144,8 +144,9 @@ def provenance(job, command, settings=lambda wc: {}):
             warn_if_claimed(job_id)
         record = {"command": command, "code": SOURCES.code_hash(command), "settings": settings(wc)}
         if workflow.touch and not workflow.dryrun:
-            # --touch declares the outputs up to date with this config, and so their provenance.
-            write_if_changed(LAYOUT.provenance_file(job_id), record)
+            # --touch declares the outputs up to date with this config and code: their provenance
+            # commits it, naming the code and settings that made them (cptlab.provenance.accept).
+            accept(LAYOUT.root, job_id, record)
         return str(stage(LAYOUT.root, job_id, record, stale=suspect))
 
     return staged_provenance
