@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 import cptlab.domains.paper as paper
+from cptlab.domains import verifier_for
 from cptlab.domains.registry import get_benchmark, load_benchmark
-from cptlab.evaluation.scoring import verifier_for
 from cptlab.rows import RowError, validate_row
 from cptlab.verifiers import score
 

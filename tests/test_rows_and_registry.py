@@ -6,11 +6,11 @@ import re
 import pytest
 
 from cptlab.cli import main
-from cptlab.domains import BENCHMARKS, benchmarks_of, get_benchmark, load_benchmark
+from cptlab.domains import BENCHMARKS, benchmarks_of, get_benchmark, load_benchmark, verifier_for
 from cptlab.domains.embedded import EMBEDDED_DOMAINS
 from cptlab.domains.embedded.tool import TOOLS
 from cptlab.errors import InputError
-from cptlab.evaluation.scoring import score_completions, verifier_for
+from cptlab.evaluation.scoring import score_completions
 from cptlab.rows import RowError, read_jsonl, validate_row
 from cptlab.teacher_prompt import strip_reasoning
 from cptlab.validation import load_config

@@ -18,6 +18,7 @@ from cptlab.domains.registry import (
     get_benchmark,
     load_benchmark,
     register_benchmark,
+    verifier_for,
 )
 
 # Importing the modules registers their benchmarks.
@@ -30,4 +31,5 @@ __all__ = [
     "get_benchmark",
     "load_benchmark",
     "register_benchmark",
+    "verifier_for",
 ]

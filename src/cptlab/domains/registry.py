@@ -173,6 +173,12 @@ def get_benchmark(name: str) -> Benchmark:
         raise InputError(f"unknown benchmark {name!r}; known: {sorted(BENCHMARKS)}") from None
 
 
+def verifier_for(row: dict) -> str:
+    """The verifier that scores a row: warm-up rows mix forms and carry their own; the others
+    use their benchmark's."""
+    return row["metadata"].get("verifier") or get_benchmark(row["benchmark"]).verifier
+
+
 def benchmarks_of(domain: str, split: str | None = None) -> list[Benchmark]:
     found = [
         b for b in BENCHMARKS.values() if b.domain == domain and (split is None or b.split == split)

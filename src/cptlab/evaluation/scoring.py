@@ -22,7 +22,7 @@ from math import comb
 
 import numpy as np
 
-from cptlab.domains import get_benchmark
+from cptlab.domains import verifier_for
 from cptlab.verifiers import Verdict, score
 
 # A benchmark's test pass fraction and its interval, as EVAL.json and scores.csv name them.
@@ -39,11 +39,6 @@ SAMPLED_KEYS = tuple(
     for metric in ("pass_at_1", "pass_at_k", "maj_at_k")
     for suffix in ("", "_ci_low", "_ci_high")
 )
-
-
-def verifier_for(row: dict) -> str:
-    """Warm-up rows mix forms and carry their verifier; others use their benchmark's."""
-    return row["metadata"].get("verifier") or get_benchmark(row["benchmark"]).verifier
 
 
 def score_completions(rows: list[dict], completions: list[list[str]]) -> list[list[Verdict]]:

@@ -45,7 +45,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from cptlab.evaluation.scoring import SUCCESS, verifier_for
+from cptlab.domains import verifier_for
+from cptlab.evaluation.scoring import SUCCESS
 from cptlab.layout import Layout
 from cptlab.plan import Plan
 from cptlab.results.trajectory import Checkpoint, chain_checkpoints, eval_path

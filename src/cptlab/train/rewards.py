@@ -23,8 +23,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from cptlab.domains import verifier_for
 from cptlab.errors import InputError, StageError
-from cptlab.evaluation.scoring import verifier_for
 from cptlab.verifiers import Verdict, score
 from cptlab.verifiers.base import unscorable
 
