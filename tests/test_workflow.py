@@ -482,3 +482,21 @@ def test_splitting_a_benchmark_reruns_only_its_evaluations(smoke, tmp_path):
     assert jobs["evaluate_base"] + jobs["evaluate_stage"] == 0
     assert jobs["evaluate_base_shard"] + jobs["evaluate_stage_shard"] == 6 * checkpoints
     assert jobs["merge_shards_base"] + jobs["merge_shards_stage"] == 3 * checkpoints
+
+
+def test_the_findings_declare_every_stage_they_read(smoke):
+    """The findings read each stage's KL budget (its manifest) and steps (train_log.jsonl,
+    complete when the manifest is): a rerun stage reruns them, whatever its drift does."""
+    planned = snakemake(
+        smoke, "-n", "--cores", "1", "--forcerun", "findings", "--configfile", SMOKE
+    )
+    assert planned.returncode == 0, planned.stderr[-3000:]
+    (findings,) = [
+        job["input"] for job in dry_run_jobs(planned.stdout) if job["rule"] == "findings"
+    ]
+    stages = {
+        f"results/smoke/runs/{method}/seed0/stage{k}_{domain}/manifest.json"
+        for method in ("grpo", "sdpo_frozen")
+        for k, domain in enumerate(("math", "science"), 1)
+    }
+    assert stages <= set(findings)

@@ -41,6 +41,8 @@ rule findings:
         scores=LAYOUT.scores_csv,
         metrics=LAYOUT.cl_metrics_csv,
         chains=[str(LAYOUT.drift_chain_manifest(m, s)) for m, s in PLAN.chains],
+        # the KL budget in each stage's manifest, the steps in its train_log.jsonl
+        stages=all_stage_manifests(),
         provenance=provenance("findings", "findings", findings_settings),
     output:
         table=LAYOUT.findings_csv,

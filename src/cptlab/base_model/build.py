@@ -40,16 +40,26 @@ from cptlab.teacher_prompt import strip_reasoning, teacher_messages
 
 log = logging.getLogger(__name__)
 
-# (measurement, comparison, bound): a base that leaves room to learn (accuracy in range, pass@8
-# well above pass@1), whose SDPO teacher can read a demonstration, and that can forget (OOD).
+# (comparison, bound) of each measurement: a base that leaves room to learn (accuracy in range,
+# pass@k well above pass@1), whose SDPO teacher can read a demonstration, and that can forget (OOD).
 BOUNDS = {
-    "greedy_id_accuracy": ("between", (0.10, 0.70)),  # each training domain
-    "pass8_over_pass1": (">=", 1.5),  # each training domain
+    "greedy_accuracy": ("in", (0.10, 0.70)),  # each training domain's id benchmark
+    "pass_ratio": (">=", 1.5),  # pass@k / pass@1, each training domain
     "teacher_advantage": (">=", 0.20),  # each training domain
     # with the demonstration stripped of its reasoning, as SDPO_0's are (domains that reason)
     "stripped_teacher_advantage": (">=", 0.20),
-    "greedy_ood_accuracy": (">", 0.10),  # logic and knowledge
+    "ood_greedy_accuracy": (">", 0.10),  # logic and knowledge
 }
+
+
+def _bound(label: str, measurement: str, value: float) -> tuple[str, tuple[float, bool]]:
+    """(the check's name, (value, whether it holds)) of `value` against BOUNDS[measurement]."""
+    comparison, bound = BOUNDS[measurement]
+    if comparison == "in":
+        low, high = bound
+        return f"{label} in [{low:.2f}, {high:.2f}]", (value, low <= value <= high)
+    holds = value >= bound if comparison == ">=" else value > bound
+    return f"{label} {comparison} {bound:.2f}", (value, holds)
 
 
 def warmup_examples(
@@ -208,18 +218,19 @@ def check_bounds(results: dict, train_domains: list[str], ood_only: list[str], k
     for domain in train_domains:
         r = results[f"{domain}_id"]
         ratio = r[f"pass{k}"] / r["pass1"] if r["pass1"] > 0 else float("inf")
-        checks[f"{domain}_id.greedy_accuracy in [0.10, 0.70]"] = (
-            r["greedy_accuracy"],
-            0.10 <= r["greedy_accuracy"] <= 0.70,
+        checks.update(
+            [
+                _bound(f"{domain}_id.greedy_accuracy", "greedy_accuracy", r["greedy_accuracy"]),
+                _bound(f"{domain}_id.pass{k}/pass1", "pass_ratio", ratio),
+            ]
         )
-        checks[f"{domain}_id.pass{k}/pass1 >= 1.5"] = (ratio, ratio >= 1.5)
         # The stripped teacher (what SDPO_0's teacher reads) only where answers reason.
         for key in ("teacher_advantage", "stripped_teacher_advantage"):
             if key in r:
-                checks[f"{domain}_id.{key} >= 0.20"] = (r[key], r[key] >= 0.20)
+                checks.update([_bound(f"{domain}_id.{key}", key, r[key])])
     for domain in ood_only:
         value = results[f"{domain}_ood"]["greedy_accuracy"]
-        checks[f"{domain}_ood.greedy_accuracy > 0.10"] = (value, value > 0.10)
+        checks.update([_bound(f"{domain}_ood.greedy_accuracy", "ood_greedy_accuracy", value)])
     return {name: {"value": round(float(v), 4), "ok": bool(ok)} for name, (v, ok) in checks.items()}
 
 
