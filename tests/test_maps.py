@@ -1,18 +1,12 @@
-"""The maps of the package stay true: every module is named in its package's docstring, in the
-module map of docs/design.md and in the README's layout, and every `cptlab` subcommand is named
-in docs/design.md.
+"""The map of the package stays true. It is in the code: `src/cptlab/__init__.py`'s docstring
+names every shared module and subpackage, and each package's `__init__` docstring every module
+and subpackage of that package. A module is named by its file name (`spec.py`, or `spec` in
+backquotes) and a subpackage by its folder (`embedded/`). The modules are read from the file
+system, so a new module fails here until its package's docstring names it, and a docstring whose
+list names a module the package no longer has fails too.
 
-A module is named by its file name (`spec.py`, or `spec` in backquotes) and a subpackage by its
-folder (`embedded/`), in the text that describes its package:
-  docstring  the package's `__init__` docstring (the top-level modules: `cptlab/__init__.py`'s);
-  design.md  the row of the table under "## Module map" whose first cell is the package's path
-             (`cptlab/` for the top level, `train/`, `domains/embedded/`); a subpackage is
-             named by having a row;
-  README     the package's entry in the code block under "## Layout": the line under
-             `src/cptlab/` that starts with its path, and the more indented lines below it (a
-             top-level module or package is an entry of its own).
-The modules are read from the file system, so a new module fails here until it is documented,
-and a map that names a module the package no longer has fails too.
+docs/design.md keeps what is not a module list: one row per package of its "Module map" table,
+and every `cptlab` subcommand.
 """
 
 from __future__ import annotations
@@ -29,7 +23,6 @@ from cptlab import cli
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "src" / "cptlab"
 DESIGN = ROOT / "docs" / "design.md"
-README = ROOT / "README.md"
 
 
 def packages() -> list[str]:
@@ -58,41 +51,9 @@ def docstring(package: str) -> str:
     return ast.get_docstring(ast.parse((PACKAGE / package / "__init__.py").read_text())) or ""
 
 
-def design_rows() -> dict[str, str]:
-    """The module map of docs/design.md: package path -> the text of its row."""
-    text = DESIGN.read_text()
-    assert "\n## Module map\n" in text, "docs/design.md has no '## Module map' section"
-    section = text.split("\n## Module map\n", 1)[1].split("\n## ", 1)[0]
-    rows = {}
-    for line in section.splitlines():
-        match = re.match(r"\|\s*`([\w/]+)/`\s*\|(.*)", line)
-        if match:
-            rows[match.group(1)] = match.group(2)
-    return rows
-
-
-def readme_entries() -> dict[str, str]:
-    """The README layout's entries under `src/cptlab/`: path -> the entry's text."""
-    text = README.read_text()
-    section = text.split("\n## Layout\n", 1)[1].split("\n## ", 1)[0]
-    block = section.split("```", 2)[1]
-    entries: dict[str, str] = {}
-    inside, current = False, None
-    for line in block.splitlines():
-        if line.startswith("src/cptlab/"):
-            inside = True
-            continue
-        if not inside:
-            continue
-        if line and not line.startswith(" "):
-            break
-        entry = re.match(r"  (\S+)", line)
-        if entry:
-            current = entry.group(1)
-            entries[current] = line[len(entry.group(0)) :]
-        elif current is not None:
-            entries[current] += "\n" + line
-    return entries
+def listed_in_docstring(package: str) -> set[str]:
+    """The modules the package docstring's list names: lines that start with `name.py`."""
+    return {m.group(1) for m in re.finditer(r"^(\w+\.py)\s", docstring(package), re.M)}
 
 
 @pytest.mark.parametrize("package", packages(), ids=lambda p: p or "cptlab")
@@ -103,26 +64,16 @@ def test_every_module_is_named_in_its_package_docstring(package):
 
 
 @pytest.mark.parametrize("package", packages(), ids=lambda p: p or "cptlab")
-def test_every_module_is_named_in_the_module_map_of_design_md(package):
-    rows = design_rows()
-    key = package or "cptlab"
-    assert key in rows, f"docs/design.md's module map has no row `{key}/`"
-    # A subpackage is named by its own row, which its own case of this test requires.
-    modules = [m for m in members(package) if not m.endswith("/")]
-    missing = [m for m in modules if not names(rows[key], m)]
-    assert not missing, f"docs/design.md's module map, row `{key}/`, does not name {missing}"
+def test_no_docstring_lists_a_module_that_is_gone(package):
+    gone = sorted(listed_in_docstring(package) - set(members(package)))
+    assert not gone, f"src/cptlab/{package}/__init__.py's list names {gone}, which it does not have"
 
 
-@pytest.mark.parametrize("package", packages(), ids=lambda p: p or "cptlab")
-def test_every_module_is_named_in_the_readme_layout(package):
-    entries = readme_entries()
-    if package == "":
-        missing = [m for m in members(package) if m not in entries]
-        assert not missing, f"README's layout has no entry under src/cptlab/ for {missing}"
-        return
-    assert package + "/" in entries, f"README's layout has no entry {package}/ under src/cptlab/"
-    missing = [m for m in members(package) if not names(entries[package + "/"], m)]
-    assert not missing, f"README's layout, entry {package}/, does not name {missing}"
+def test_design_md_has_a_row_for_each_top_level_package():
+    text = DESIGN.read_text()
+    section = text.split("\n## Module map\n", 1)[1].split("\n## ", 1)[0]
+    rows = set(re.findall(r"^\|\s*`([\w/]+)/`\s*\|", section, re.M))
+    assert rows == {"cptlab"} | {p for p in packages() if p and "/" not in p}
 
 
 def test_every_subcommand_is_named_in_design_md():
@@ -131,28 +82,3 @@ def test_every_subcommand_is_named_in_design_md():
     text = DESIGN.read_text()
     missing = sorted(name for name in cli.COMMANDS if f"`{name}`" not in text)
     assert not missing, f"docs/design.md does not name the subcommands {missing}"
-
-
-def named_modules(text: str) -> set[str]:
-    """The module file names `text` mentions on their own (`spec.py`; not `train/spec.py`)."""
-    return set(re.findall(r"(?<![\w/.-])(\w+\.py)\b", text))
-
-
-def listed_in_docstring(package: str) -> set[str]:
-    """The modules the package docstring's list names: lines that start with `name.py`."""
-    return {m.group(1) for m in re.finditer(r"^(\w+\.py)\s", docstring(package), re.M)}
-
-
-@pytest.mark.parametrize("package", packages(), ids=lambda p: p or "cptlab")
-def test_no_map_names_a_module_that_is_gone(package):
-    existing = set(members(package))
-    key = package or "cptlab"
-    maps = {
-        f"src/cptlab/{package}/__init__.py's list": listed_in_docstring(package),
-        f"docs/design.md's row `{key}/`": named_modules(design_rows()[key]),
-    }
-    if package:
-        maps[f"README's layout, entry {package}/"] = named_modules(readme_entries()[package + "/"])
-    for where, named in maps.items():
-        gone = sorted(named - existing)
-        assert not gone, f"{where} names {gone}, which src/cptlab/{package} does not have"

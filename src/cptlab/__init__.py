@@ -2,7 +2,8 @@
 
 Chains on-policy post-training stages (GRPO, SDPO and variants; SFT as the off-policy baseline)
 over a sequence of domains, evaluates every checkpoint, and measures forgetting and drift.
-docs/design.md ("Module map") says what each module owns.
+This docstring and each package's are the module map (docs/design.md, "Module map": what each
+package owns, its layer and its subcommands).
 
 The stage packages, one per step of the workflow, each with its subcommands in its `cli.py`:
 
