@@ -27,7 +27,6 @@ committed record then says which code made the outputs (ACCEPTED).
 from __future__ import annotations
 
 import ast
-import copy
 import hashlib
 import json
 import os
@@ -52,16 +51,26 @@ SCHEMA_ANNOTATIONS = frozenset({"title", "description", "$comment", "examples"})
 SCHEMA_NAME_MAPS = frozenset({"properties", "patternProperties", "$defs", "dependentSchemas"})
 
 
-def _without_docstrings(tree: ast.Module) -> ast.Module:
-    """A copy of `tree` without the docstrings of its module, classes and functions."""
-    tree = copy.deepcopy(tree)
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+# The statements that can hold a class or function, whose body may start with a docstring.
+_DEFINITIONS = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+_BLOCKS = ("body", "orelse", "finalbody", "handlers", "cases")
+
+
+def _strip_docstrings(tree: ast.Module) -> ast.Module:
+    """`tree` without the docstrings of its module, classes and functions (changed in place;
+    only statements are visited, since no expression holds a docstring)."""
+    todo: list[ast.AST] = [tree]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, _DEFINITIONS):
             body = node.body
-            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
-                if isinstance(body[0].value.value, str):
+            first = body[0] if body else None
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                if isinstance(first.value.value, str):
                     # A body cannot be empty: a function that is only its docstring runs `pass`.
                     node.body = body[1:] or [ast.Pass()]
+        for block in _BLOCKS:
+            todo.extend(getattr(node, block, ()))
     return tree
 
 
@@ -80,12 +89,12 @@ def _schema_logic(spec: Any, names: bool = False) -> Any:
 
 
 def normalized_code(path: Path, tree: ast.Module | None = None) -> str:
-    """What the code in `path` computes, as text: a Python module unparsed from its syntax tree
-    without docstrings (comments and layout are not in the tree), the config schema without its
-    annotations; another data file as it is."""
+    """What the code in `path` computes, as text: a Python module's syntax tree (`ast.dump`)
+    without docstrings (comments and layout are not in the tree; `tree`, its parse, is changed
+    in place), the config schema without its annotations; another data file as it is."""
     if path.suffix == ".py":
         tree = tree if tree is not None else ast.parse(path.read_bytes(), filename=str(path))
-        return ast.unparse(_without_docstrings(tree))
+        return ast.dump(_strip_docstrings(tree))
     if path.name.endswith(".schema.yaml"):
         return json.dumps(_schema_logic(yaml.safe_load(path.read_text())), sort_keys=True)
     return path.read_text()
@@ -109,7 +118,9 @@ class SourceTree:
         self.modules = {path: name for name, path in self.files.items()}
         self.commands = self._commands()
         self._module_imports: dict[str, set[str]] = {}
-        self._hashes: dict[str, str] = {}  # a workflow hashes each command for each of its jobs
+        # A workflow hashes each command for each of its jobs, and most files for every command.
+        self._hashes: dict[str, str] = {}
+        self._normalized: dict[Path, bytes] = {}
 
     def module_of(self, path: Path) -> str | None:
         """The module name of a source file (None for package data)."""
@@ -212,10 +223,13 @@ class SourceTree:
         if command not in self._hashes:
             digest = hashlib.sha256()
             for path in self.command_sources(command):
-                module = self.module_of(path)
-                code = normalized_code(path, self.trees[module] if module else None)
+                if path not in self._normalized:
+                    # The parse is reused: the import graph does not read docstrings.
+                    module = self.module_of(path)
+                    tree = self.trees[module] if module else None
+                    self._normalized[path] = normalized_code(path, tree).encode()
                 digest.update(str(path.relative_to(self.root)).encode() + b"\0")
-                digest.update(code.encode() + b"\0")
+                digest.update(self._normalized[path] + b"\0")
             self._hashes[command] = digest.hexdigest()[:16]
         return self._hashes[command]
 
