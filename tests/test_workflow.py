@@ -336,8 +336,8 @@ EVERYTHING = Counter(
 )  # fmt: skip
 AFTER_THE_DATA = EVERYTHING - Counter(prepare_data=8)
 AFTER_THE_BASE = AFTER_THE_DATA - Counter(build_base=1, evaluate_base=1)
-# One module of each package (and one that every job imports), a statement added to a function
-# of it: the jobs whose subcommand reaches that code, and what reads their outputs.
+# One module of each package (and config.py, which every job imports), a statement added to a
+# function of it: the jobs whose subcommand reaches that code, and what reads their outputs.
 CODE_CHANGES = {
     "config.py": EVERYTHING,
     "domains/embedded/math.py": EVERYTHING,  # the registry loads every domain
@@ -346,10 +346,8 @@ CODE_CHANGES = {
     "verifiers/math.py": EVERYTHING,
     "sandbox/client.py": EVERYTHING,
     "base_model/tokenizer.py": AFTER_THE_DATA,
-    "evaluation/scoring.py": AFTER_THE_DATA,  # the base build measures the base with it
     "train/grpo.py": AFTER_THE_BASE,
     "evaluation/evaluate.py": AFTER_THE_DATA - Counter(build_base=1, train_stage=METHODS * STAGES),
-    "drift/responses.py": Counter(drift_chain=METHODS, drift_figures=1, findings=1, all=1),
     "results/findings.py": Counter(findings=1, all=1),
     "drift/plots.py": Counter(drift_figures=1, all=1),
 }
