@@ -19,7 +19,7 @@ from cptlab.artifacts import read_manifest
 from cptlab.errors import ConfigError
 from cptlab.train.grpo import CptGRPOTrainer
 from cptlab.train.monitor import CollapseError, NonFiniteError
-from cptlab.train.stage import train_stage
+from cptlab.train.stage import threads_per_process, train_stage
 from cptlab.train.teachers import TEACHER_KINDS
 from cptlab.verifiers import VERIFIERS, Verdict, register
 
@@ -375,3 +375,19 @@ def test_kl_budget_ends_the_stage_at_the_first_step_that_reaches_it(world):
     config["training"]["kl_probe"] = {"prompts": 0}
     with pytest.raises(ConfigError, match="kl_budget .* kl_probe.prompts"):
         run(world, "budget-noprobe", config=config)
+
+
+@pytest.mark.parametrize(
+    ("threads", "local_processes", "expected"),
+    [(2, None, 2), (2, "2", 1), (8, "2", 4), (1, "2", 1)],
+)
+def test_a_jobs_threads_are_shared_by_its_launchers_processes(
+    monkeypatch, threads, local_processes, expected
+):
+    """Two processes of a 2-thread job on 2 cores run one thread each, not two: the rehearsal's
+    first GRPO stage on ZeRO-2 took 27.3 s with two threads a process, 21.4 s with one."""
+    if local_processes is None:
+        monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    else:
+        monkeypatch.setenv("LOCAL_WORLD_SIZE", local_processes)
+    assert threads_per_process(threads) == expected

@@ -90,6 +90,13 @@ CHECKPOINTING_KEY = (
 )
 
 
+def threads_per_process(threads: int) -> int:
+    """A process's share of the job's `threads` among the processes its launcher started on this
+    node (LOCAL_WORLD_SIZE, which accelerate and torchrun set), at least one: two processes with
+    the job's threads each would run twice as many threads as the job has cores."""
+    return max(1, threads // int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+
+
 def resolve_anchor(settings: StageSettings, start: str, anchor: str | None) -> str | None:
     """The checkpoint an anchored teacher (cptlab.train.teachers) starts from, or None for the
     stage start.
@@ -702,7 +709,8 @@ def train_stage(
     out        output folder
     state_dir  resumable trainer state, outside `out`; rerunning after a kill resumes from it
     anchor     the original base model, used when the method's `teacher_anchor` is `base`
-    threads    torch CPU threads
+    threads    the job's torch CPU threads, shared by the processes its launcher started on
+               this node (`threads_per_process`)
     data       the prepared rows (JSONL) of the domain's `train` benchmark
     replay     the prepared train rows of the domains trained in earlier stages, which
                `training.replay_share` draws from (cptlab.train.replay)
@@ -716,7 +724,7 @@ def train_stage(
     the stage ends early and outputs its last good checkpoint.
     """
     started = time.perf_counter()
-    torch.set_num_threads(threads)
+    torch.set_num_threads(threads_per_process(threads))
     settings = resolve_stage(config, method, domain)
     out, state_dir, data_file = Path(out), Path(state_dir), Path(data)
     replay_files = [Path(f) for f in replay]
