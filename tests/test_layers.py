@@ -3,6 +3,7 @@ package imports only the packages below it, in the order docs/design.md states."
 
 from __future__ import annotations
 
+import graphlib
 import re
 from collections import defaultdict
 from pathlib import Path
@@ -38,31 +39,18 @@ def import_graph(tree: SourceTree, packages: list[str]) -> dict[str, dict[str, l
 
 
 def cycle(graph: dict[str, dict[str, list[str]]]) -> list[str] | None:
-    """One import cycle of `graph` as its nodes, or None."""
-    state: dict[str, str] = {}
-    path: list[str] = []
-
-    def visit(node: str) -> list[str] | None:
-        state[node] = "open"
-        path.append(node)
-        for target in graph.get(node, {}):
-            if state.get(target) == "open":
-                return path[path.index(target) :] + [target]
-            if target not in state and (found := visit(target)):
-                return found
-        state[node] = "done"
-        path.pop()
-        return None
-
-    for start in list(graph):
-        if start not in state and (found := visit(start)):
-            return found
+    """One import cycle of `graph` as its nodes, first and last the same, or None."""
+    try:
+        imports = {node: set(targets) for node, targets in graph.items()}
+        graphlib.TopologicalSorter(imports).prepare()
+    except graphlib.CycleError as err:
+        return list(reversed(err.args[1]))  # graphlib lists a cycle against the edges' direction
     return None
 
 
 def test_the_layers_name_every_package():
     tree = SourceTree()
-    packages = {name.split(".")[1] for name, path in tree.files.items() if name.count(".") >= 2}
+    packages = {name.split(".")[1] for name in tree.files if name.count(".") >= 2}
     assert sorted(package_layers()) == sorted(packages)
 
 

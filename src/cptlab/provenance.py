@@ -62,13 +62,10 @@ def _strip_docstrings(tree: ast.Module) -> ast.Module:
     todo: list[ast.AST] = [tree]
     while todo:
         node = todo.pop()
-        if isinstance(node, _DEFINITIONS):
-            body = node.body
-            first = body[0] if body else None
-            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
-                if isinstance(first.value.value, str):
-                    # A body cannot be empty: a function that is only its docstring runs `pass`.
-                    node.body = body[1:] or [ast.Pass()]
+        first = node.body[0] if isinstance(node, _DEFINITIONS) and node.body else None
+        if isinstance(first, ast.Expr) and isinstance(getattr(first.value, "value", None), str):
+            # A body cannot be empty: a function that is only its docstring runs `pass`.
+            node.body = node.body[1:] or [ast.Pass()]
         for block in _BLOCKS:
             todo.extend(getattr(node, block, ()))
     return tree
@@ -223,15 +220,19 @@ class SourceTree:
         if command not in self._hashes:
             digest = hashlib.sha256()
             for path in self.command_sources(command):
-                if path not in self._normalized:
-                    # The parse is reused: the import graph does not read docstrings.
-                    module = self.module_of(path)
-                    tree = self.trees[module] if module else None
-                    self._normalized[path] = normalized_code(path, tree).encode()
                 digest.update(str(path.relative_to(self.root)).encode() + b"\0")
-                digest.update(self._normalized[path] + b"\0")
+                digest.update(self._normalized_code(path) + b"\0")
             self._hashes[command] = digest.hexdigest()[:16]
         return self._hashes[command]
+
+    def _normalized_code(self, path: Path) -> bytes:
+        """`normalized_code` of a file, once per file: it reuses the module's parse (docstrings
+        mean nothing to the import graph)."""
+        if path not in self._normalized:
+            module = self.module_of(path)
+            tree = self.trees[module] if module else None
+            self._normalized[path] = normalized_code(path, tree).encode()
+        return self._normalized[path]
 
 
 # The key of a committed record that lists the code and settings its outputs were made with, where

@@ -52,14 +52,14 @@ BOUNDS = {
 }
 
 
-def _bound(label: str, measurement: str, value: float) -> tuple[str, tuple[float, bool]]:
-    """(the check's name, (value, whether it holds)) of `value` against BOUNDS[measurement]."""
+def _bound(label: str, measurement: str, value: float) -> dict[str, tuple[float, bool]]:
+    """{the check's name: (value, whether it holds)} of `value` against BOUNDS[measurement]."""
     comparison, bound = BOUNDS[measurement]
     if comparison == "in":
         low, high = bound
-        return f"{label} in [{low:.2f}, {high:.2f}]", (value, low <= value <= high)
+        return {f"{label} in [{low:.2f}, {high:.2f}]": (value, low <= value <= high)}
     holds = value >= bound if comparison == ">=" else value > bound
-    return f"{label} {comparison} {bound:.2f}", (value, holds)
+    return {f"{label} {comparison} {bound:.2f}": (value, holds)}
 
 
 def warmup_examples(
@@ -218,19 +218,15 @@ def check_bounds(results: dict, train_domains: list[str], ood_only: list[str], k
     for domain in train_domains:
         r = results[f"{domain}_id"]
         ratio = r[f"pass{k}"] / r["pass1"] if r["pass1"] > 0 else float("inf")
-        checks.update(
-            [
-                _bound(f"{domain}_id.greedy_accuracy", "greedy_accuracy", r["greedy_accuracy"]),
-                _bound(f"{domain}_id.pass{k}/pass1", "pass_ratio", ratio),
-            ]
-        )
+        checks |= _bound(f"{domain}_id.greedy_accuracy", "greedy_accuracy", r["greedy_accuracy"])
+        checks |= _bound(f"{domain}_id.pass{k}/pass1", "pass_ratio", ratio)
         # The stripped teacher (what SDPO_0's teacher reads) only where answers reason.
         for key in ("teacher_advantage", "stripped_teacher_advantage"):
             if key in r:
-                checks.update([_bound(f"{domain}_id.{key}", key, r[key])])
+                checks |= _bound(f"{domain}_id.{key}", key, r[key])
     for domain in ood_only:
         value = results[f"{domain}_ood"]["greedy_accuracy"]
-        checks.update([_bound(f"{domain}_ood.greedy_accuracy", "ood_greedy_accuracy", value)])
+        checks |= _bound(f"{domain}_ood.greedy_accuracy", "ood_greedy_accuracy", value)
     return {name: {"value": round(float(v), 4), "ok": bool(ok)} for name, (v, ok) in checks.items()}
 
 
