@@ -378,16 +378,18 @@ def test_kl_budget_ends_the_stage_at_the_first_step_that_reaches_it(world):
 
 
 @pytest.mark.parametrize(
-    ("threads", "local_processes", "expected"),
-    [(2, None, 2), (2, "2", 1), (8, "2", 4), (1, "2", 1)],
+    ("threads", "local_processes", "cpus", "expected"),
+    [(2, None, 2, 2), (2, "2", 2, 1), (1, "2", 2, 1), (2, "2", 16, 2), (8, "8", 64, 8)],
 )
-def test_a_jobs_threads_are_shared_by_its_launchers_processes(
-    monkeypatch, threads, local_processes, expected
+def test_a_process_runs_its_jobs_threads_within_its_share_of_the_cpus(
+    monkeypatch, threads, local_processes, cpus, expected
 ):
     """Two processes of a 2-thread job on 2 cores run one thread each, not two: the rehearsal's
-    first GRPO stage on ZeRO-2 took 27.3 s with two threads a process, 21.4 s with one."""
+    first GRPO stage on ZeRO-2 took 27.3 s with two threads a process, 21.4 s with one. The
+    paper config's 8 processes on a node with 64 CPUs keep their 8 threads each."""
     if local_processes is None:
         monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
     else:
         monkeypatch.setenv("LOCAL_WORLD_SIZE", local_processes)
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: set(range(cpus)))
     assert threads_per_process(threads) == expected

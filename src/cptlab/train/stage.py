@@ -91,10 +91,13 @@ CHECKPOINTING_KEY = (
 
 
 def threads_per_process(threads: int) -> int:
-    """A process's share of the job's `threads` among the processes its launcher started on this
-    node (LOCAL_WORLD_SIZE, which accelerate and torchrun set), at least one: two processes with
-    the job's threads each would run twice as many threads as the job has cores."""
-    return max(1, threads // int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+    """The torch threads of one process of a job of `threads`: the job's threads, but no more
+    than this process's share of the CPUs it may run on among the processes its launcher
+    started on this node (LOCAL_WORLD_SIZE, which accelerate and torchrun set). On 2 cores, two
+    processes of a 2-thread job run one thread each, not four threads in all; on a GPU node with
+    8 CPUs a GPU, each of 8 processes keeps its 8 threads."""
+    local_processes = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    return max(1, min(threads, len(os.sched_getaffinity(0)) // local_processes))
 
 
 def resolve_anchor(settings: StageSettings, start: str, anchor: str | None) -> str | None:
@@ -709,8 +712,8 @@ def train_stage(
     out        output folder
     state_dir  resumable trainer state, outside `out`; rerunning after a kill resumes from it
     anchor     the original base model, used when the method's `teacher_anchor` is `base`
-    threads    the job's torch CPU threads, shared by the processes its launcher started on
-               this node (`threads_per_process`)
+    threads    the job's torch CPU threads in each process, capped by the process's share of
+               this node's CPUs (`threads_per_process`)
     data       the prepared rows (JSONL) of the domain's `train` benchmark
     replay     the prepared train rows of the domains trained in earlier stages, which
                `training.replay_share` draws from (cptlab.train.replay)
