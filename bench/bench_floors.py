@@ -42,12 +42,14 @@ os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 import torch  # noqa: E402
 import transformers  # noqa: E402
 
-from cptlab.base_model.build import warmup_inputs  # noqa: E402
+from cptlab.base_model.build import reasoning_patterns  # noqa: E402
+from cptlab.base_model.settings import BaseSettings  # noqa: E402
 from cptlab.base_model.warmup import (  # noqa: E402
     collate_examples,
     completion_loss,
     length_bucketed_batches,
 )
+from cptlab.base_model.weights import warmup_inputs  # noqa: E402
 from cptlab.checkpoints import load_checkpoint  # noqa: E402
 from cptlab.layout import Layout  # noqa: E402
 from cptlab.rows import read_jsonl  # noqa: E402
@@ -90,7 +92,8 @@ def warmup_step(config: dict, layout: Layout, model, threads: int, steps: int) -
     """Seconds and floor FLOPs of the base build's warm-up steps (its own batches) on `model`
     (the base: its shapes matter, not its weights, which these steps change)."""
     torch.set_num_threads(threads)
-    inputs = warmup_inputs(config, layout.data_dir)
+    spec, domains = BaseSettings.from_config(config), list(config["data"]["domains"])
+    inputs = warmup_inputs(spec, domains, reasoning_patterns(config), layout.data_dir)
     model.train()
     generator = torch.Generator().manual_seed(inputs.spec.seed)
     batches = length_bucketed_batches(

@@ -12,10 +12,15 @@ import yaml
 
 from cptlab import CPU_KERNEL_PINS
 from cptlab.artifacts import read_manifest
-from cptlab.base_model.build import check_bounds, warmup_examples, weighted
+from cptlab.base_model.build import build_base, reasoning_patterns
+from cptlab.base_model.measure import check_bounds
+from cptlab.base_model.shipped import recipe
 from cptlab.base_model.tokenizer import train_tokenizer
+from cptlab.base_model.weights import warmup_examples, weighted
 from cptlab.cli import main
 from cptlab.domains.prepare import prepare_benchmark
+from cptlab.errors import InputError
+from cptlab.validation import load_config
 
 
 def embedded_config() -> dict:
@@ -29,9 +34,9 @@ def prepare(config: dict, folder) -> None:
             prepare_benchmark(config, name, folder / f"{name}.jsonl")
 
 
-def build(config: dict, folder, out: str, threads: int) -> dict:
-    """Prepare the data once under `folder`, run `cptlab build-base` into folder/out, return
-    its manifest."""
+def build(config: dict, folder, out: str, threads: int, shipped: Path | None = None) -> dict:
+    """Prepare the data once under `folder`, run `cptlab build-base` into folder/out (copying
+    the base in `shipped` where its recipe matches), return its manifest."""
     if not (folder / "data").exists():
         prepare(config, folder / "data")
     path = folder / "config.yaml"
@@ -46,6 +51,7 @@ def build(config: dict, folder, out: str, threads: int) -> dict:
         str(folder / out),
         "--threads",
         str(threads),
+        *(["--shipped", str(shipped)] if shipped else []),
     ]
     assert main(argv) == 0
     return read_manifest(folder / out)
@@ -67,6 +73,49 @@ def test_same_seed_gives_identical_weights(tmp_path):
     manifest = read_manifest(tmp_path / "a")
     assert set(manifest["measurements"]) >= {"math_id", "logic_ood", "knowledge_ood"}
     assert (tmp_path / "a" / "model.safetensors").exists()
+
+
+def test_a_build_of_the_shipped_recipe_copies_it_and_another_builds(tmp_path):
+    """A shipped base is copied where its recipe's weights part is this build's, its
+    measurements too where that part matches; a changed recipe builds; a corrupt copy is an
+    error that names the file."""
+    config = micro_config()
+    shipped = build(config, tmp_path, "shipped", threads=1)
+    assert shipped["shipped"] is None and set(shipped["recipe"]) == {"weights", "measurements"}
+    copied = build(config, tmp_path, "copied", threads=1, shipped=tmp_path / "shipped")
+    assert copied["shipped"] == {
+        "from": str(tmp_path / "shipped"),
+        "weights": True,
+        "measurements": True,
+    }
+    assert copied["files"] == shipped["files"] and copied["bounds"] == shipped["bounds"]
+    # Another measurement: the same weights, measured again.
+    config["base"]["measure"]["max_new_tokens"] = 12
+    remeasured = build(config, tmp_path, "remeasured", threads=1, shipped=tmp_path / "shipped")
+    assert remeasured["shipped"]["weights"] and not remeasured["shipped"]["measurements"]
+    assert remeasured["weights_sha256"] == shipped["weights_sha256"]
+    # Another recipe for the weights: built.
+    config["base"]["sft"]["lr"] = 0.001
+    rebuilt = build(config, tmp_path, "rebuilt", threads=1, shipped=tmp_path / "shipped")
+    assert rebuilt["shipped"] is None and rebuilt["weights_sha256"] != shipped["weights_sha256"]
+    config["base"]["sft"]["lr"] = micro_config()["base"]["sft"]["lr"]
+    with open(tmp_path / "shipped" / "tokenizer.json", "a") as handle:
+        handle.write(" ")
+    with pytest.raises(InputError, match="tokenizer.json: missing or not the file"):
+        build_base(config, tmp_path / "data", tmp_path / "corrupt", shipped=tmp_path / "shipped")
+
+
+def test_the_shipped_base_is_the_default_recipe(tmp_path):
+    """models/embedded-base was made from config.yaml's recipe with this code, so `make run`
+    copies it. When this fails, `make ship-base` rebuilds what changed (the weights, or only
+    their measurements) and copies the build there."""
+    config = load_config("config/config.yaml")
+    prepare(config, tmp_path)
+    wanted = recipe(config, tmp_path, reasoning_patterns(config))
+    shipped = read_manifest("models/embedded-base")["recipe"]
+    for part in ("weights", "measurements"):
+        differ = [k for k in wanted[part] if shipped[part].get(k) != wanted[part][k]]
+        assert not differ, f"the shipped base's {part}: other {differ} (make ship-base)"
 
 
 def test_reprompt_share_sets_the_teacher_form_share():

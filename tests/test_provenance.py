@@ -59,7 +59,10 @@ def tree(tmp_path) -> SourceTree:
                     import cptlab.b.deep
             """,
             "a/work.py": """
+                from typing import TYPE_CHECKING
                 from cptlab import config
+                if TYPE_CHECKING:  # annotations only: never runs
+                    from cptlab.b import unused
                 def run():
                     from .lazy import x  # lazy and relative: still a dependency
             """,
@@ -101,7 +104,8 @@ def test_a_commands_sources_follow_every_import_form(tree):
     first = names(tree, "first")
     assert {"a/work.py", "a/lazy.py", "config.py", "schemas/config.schema.yaml"} <= first
     assert {"__init__.py", "a/__init__.py", "a/shared.py", "cli.py", "a/cli.py"} <= first
-    assert not {"b/deep.py", "b/leaf.py", "b/unused.py"} & first  # another handler's imports
+    # another handler's imports, and an import only type checkers run
+    assert not {"b/deep.py", "b/leaf.py", "b/unused.py"} & first
     second = names(tree, "second")
     assert {"b/__init__.py", "b/deep.py", "b/leaf.py"} <= second
     assert not {"a/work.py", "a/lazy.py", "b/unused.py"} & second

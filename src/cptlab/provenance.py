@@ -71,6 +71,27 @@ def _strip_docstrings(tree: ast.Module) -> ast.Module:
     return tree
 
 
+def _is_type_checking(node: ast.AST) -> bool:
+    """`if TYPE_CHECKING:`: a block that only type checkers run."""
+    test = getattr(node, "test", None) if isinstance(node, ast.If) else None
+    return getattr(test, "id", None) == "TYPE_CHECKING" or getattr(test, "attr", None) == (
+        "TYPE_CHECKING"
+    )
+
+
+def _walk_run(tree: ast.AST):
+    """ast.walk without the bodies of `if TYPE_CHECKING:` (their imports never run; an `else:`
+    does)."""
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        yield node
+        if _is_type_checking(node):
+            todo.extend(node.orelse)
+        else:
+            todo.extend(ast.iter_child_nodes(node))
+
+
 def _schema_logic(spec: Any, names: bool = False) -> Any:
     """A JSON schema without its annotations; `names`: `spec` maps names to schemas, so its keys
     are names (a config key called `description` stays)."""
@@ -145,7 +166,7 @@ class SourceTree:
         packages whose __init__ runs first."""
         is_package = self.files[current].name == "__init__.py"
         named: set[str] = set()
-        for node in (n for top in nodes for n in ast.walk(top)):
+        for node in (n for top in nodes for n in _walk_run(top)):
             if isinstance(node, ast.Import):
                 named.update(alias.name for alias in node.names)
             elif isinstance(node, ast.ImportFrom):
@@ -209,7 +230,10 @@ class SourceTree:
             start |= (self.imports(top, name) | parents) - command_modules
         module, handler = self.commands[command]
         start |= self.imports(self.called_functions(module, handler), module) - command_modules
-        modules = self.closure(start) | {module}
+        return self._sources(self.closure(start) | {module})
+
+    def _sources(self, modules: set[str]) -> list[Path]:
+        """The files of `modules`, with the package data they read."""
         files = {self.files[m] for m in modules}
         for name in modules:
             files.update(self.root / data for data in DATA_FILES.get(name, ()))
@@ -218,12 +242,20 @@ class SourceTree:
     def code_hash(self, command: str) -> str:
         """sha256 of the sources `command` runs, by relative path and normalized code."""
         if command not in self._hashes:
-            digest = hashlib.sha256()
-            for path in self.command_sources(command):
-                digest.update(str(path.relative_to(self.root)).encode() + b"\0")
-                digest.update(self._normalized_code(path) + b"\0")
-            self._hashes[command] = digest.hexdigest()[:16]
+            self._hashes[command] = self._hash(self.command_sources(command))
         return self._hashes[command]
+
+    def module_hash(self, module: str) -> str:
+        """sha256 of the sources that importing `module` can run (its import closure), as
+        `code_hash` hashes a command's."""
+        return self._hash(self._sources(self.closure({module})))
+
+    def _hash(self, paths: list[Path]) -> str:
+        digest = hashlib.sha256()
+        for path in paths:
+            digest.update(str(path.relative_to(self.root)).encode() + b"\0")
+            digest.update(self._normalized_code(path) + b"\0")
+        return digest.hexdigest()[:16]
 
     def _normalized_code(self, path: Path) -> bytes:
         """`normalized_code` of a file, once per file: it reuses the module's parse (docstrings

@@ -1,4 +1,6 @@
-# The embedded base model, built offline (skipped when base.path names a pretrained model).
+# The embedded base model, built offline (skipped when base.path names a pretrained model), or
+# copied from the shipped build when that was made from the same recipe (cptlab.base_model.shipped).
+SHIPPED_BASE = Path(workflow.basedir) / "models" / "embedded-base"
 
 
 rule build_base:
@@ -12,6 +14,7 @@ rule build_base:
         config=CONFIG_FILE,
         data_dir=lambda wc, input: str(Layout(LAYOUT.root_in(input[0])).data_dir),
         folder=lambda wc, output: str(Path(output.manifest).parent),
+        shipped=SHIPPED_BASE,
     threads: threads("build_base")
     resources:
         **resources("build_base"),
@@ -24,5 +27,5 @@ rule build_base:
     shell:
         cptlab_shell(
             "build-base --config {params.config} --data-dir {params.data_dir}"
-            " --out {params.folder} --threads {threads}"
+            " --out {params.folder} --shipped {params.shipped} --threads {threads}"
         )

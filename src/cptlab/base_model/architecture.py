@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 from transformers import (
     PretrainedConfig,
@@ -11,7 +13,8 @@ from transformers import (
     Qwen2ForCausalLM,
 )
 
-from cptlab.base_model.settings import ArchitectureSettings
+if TYPE_CHECKING:  # annotations only: the weights' code does not read the config
+    from cptlab.base_model.settings import ArchitectureSettings
 
 
 def build_model(

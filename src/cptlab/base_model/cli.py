@@ -14,14 +14,16 @@ from cptlab.cli import CONFIG, THREADS, arg, command
     CONFIG,
     arg("--data-dir", required=True, help="folder of prepared <benchmark>.jsonl"),
     arg("--out", required=True, help="output model folder (manifest.json last)"),
+    arg("--shipped", help="a shipped base folder, copied where its recipe is this build's"),
     THREADS,
 )
 def build_base(args: argparse.Namespace) -> None:
     from cptlab.base_model.build import build_base
     from cptlab.validation import load_config
 
-    manifest = build_base(load_config(args.config), args.data_dir, args.out, threads=args.threads)
-    print(json.dumps({"bounds_ok": manifest["bounds_ok"], "seconds": manifest["seconds"]}))
+    config = load_config(args.config)
+    manifest = build_base(config, args.data_dir, args.out, args.threads, args.shipped)
+    print(json.dumps({key: manifest[key] for key in ("bounds_ok", "shipped", "seconds")}))
 
 
 @command(

@@ -6,12 +6,15 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerFast
 
-from cptlab.base_model.settings import WarmupTrainingSettings
 from cptlab.chat import IM_END, render
+
+if TYPE_CHECKING:  # annotations only: the weights' code does not read the config
+    from cptlab.base_model.settings import WarmupTrainingSettings
 
 
 def encode_example(
