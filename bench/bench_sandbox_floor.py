@@ -191,17 +191,8 @@ while True:
 
 
 def sandbox_seccomp_blob() -> bytes:
-    """The sandbox's own seccomp filter, built by its (nested) builder."""
-    code = next(
-        c
-        for c in launcher.launcher_main.__code__.co_consts
-        if isinstance(c, types.CodeType) and c.co_name == "seccomp_filter"
-    )
-    cells = {"os": os, "struct": struct}
-    fn = types.FunctionType(
-        code, {}, closure=tuple(types.CellType(cells[n]) for n in code.co_freevars)
-    )
-    return fn()
+    """The sandbox's own seccomp filter, built by its builder."""
+    return launcher.seccomp_filter()
 
 
 class Helper:

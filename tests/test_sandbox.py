@@ -9,6 +9,8 @@ would take the shared machine down.
 
 from __future__ import annotations
 
+import ast
+import inspect
 import os
 import secrets
 import socket
@@ -29,7 +31,9 @@ from cptlab.sandbox import (
     active_protections,
     client,
     housekeeping,
+    launcher,
     run_python,
+    server,
     switches,
 )
 
@@ -582,6 +586,49 @@ def test_cannot_tamper_with_the_supervisor(token: str) -> None:
 
 
 # --- the launcher server ------------------------------------------------------------------------
+
+
+def top_level_names(tree: ast.Module) -> tuple[dict[str, str], set[str]]:
+    """What a module binds at its top level outside an `if`: {name: module} by its imports, and
+    the other names (functions, assignments)."""
+    imported, other = {}, set()
+    for node in tree.body:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            for alias in node.names:
+                source = (
+                    alias.name if isinstance(node, ast.Import) else f"{node.module}.{alias.name}"
+                )
+                imported[alias.asname or alias.name] = source
+        elif isinstance(node, ast.FunctionDef):
+            other.add(node.name)
+        elif isinstance(node, ast.Assign):
+            other |= {n.id for t in node.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    return imported, other
+
+
+def test_the_shipped_code_is_self_contained() -> None:
+    """launcher.py and server.py, shipped (client.py `_launcher_code_hex`), run in one namespace
+    of their own where nothing of cptlab exists: they import only the standard library (the
+    server imports the launcher, behind its guard, only where it is imported: in the parent),
+    and the server binds no name of the launcher's but a module that both import."""
+    trees = {module: ast.parse(inspect.getsource(module)) for module in (launcher, server)}
+    guard = next(node for node in trees[server].body if isinstance(node, ast.If))
+    assert ast.unparse(guard.test) == "'launcher_main' not in globals()"
+    guarded = set(ast.walk(guard))
+    for tree in trees.values():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import | ast.ImportFrom) and node not in guarded:
+                names = [node.module] if isinstance(node, ast.ImportFrom) else []
+                names += [alias.name for alias in node.names]
+                assert not any(name and name.startswith("cptlab") for name in names), names
+    launcher_imports, launcher_names = top_level_names(trees[launcher])
+    server_imports, server_names = top_level_names(trees[server])
+    assert not (launcher_names | set(launcher_imports)) & server_names
+    shared = set(launcher_imports) & set(server_imports)
+    assert all(launcher_imports[name] == server_imports[name] for name in shared)
+    assert {alias.name for node in ast.walk(guard) for alias in getattr(node, "names", [])} <= (
+        launcher_names
+    )
 
 
 def test_without_the_launcher_server_runs_are_the_same(

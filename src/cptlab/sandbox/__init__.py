@@ -42,8 +42,8 @@ what is left against the floor.
 runner.py        the public API: run_python, Limits, RunResult, active_protections
 interpreter.py   the interpreters started: the program's flags, environment and bootstrap, the
                  launcher's and the server's stubs; whether a program may run warm
-launcher.py      launcher_main, the code of A, B and C (shipped whole to their interpreter)
-server.py        launcher_server, the code of Z (shipped whole, with launcher_main)
+launcher.py      the code of A, B and C (`launcher_main`), shipped whole to their interpreter
+server.py        the code of Z (`launcher_server`), shipped whole, after launcher.py
 client.py        the trainer's side of Z: started, asked for a launcher; start_launcher
 housekeeping.py  work folders, sandbox uids, the interpreter's folders shown to that uid, sweeps
 status.py        the launcher's status lines; killing a run's process tree

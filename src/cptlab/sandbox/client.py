@@ -25,8 +25,6 @@ from cptlab.sandbox.interpreter import (
     SERVER_STUB,
     may_run_warm,
 )
-from cptlab.sandbox.launcher import launcher_main
-from cptlab.sandbox.server import launcher_server
 
 _compiled: dict[str, str] = {}
 _launcher_lock = threading.Lock()
@@ -37,13 +35,17 @@ _server_lock = threading.Lock()
 
 
 def _launcher_code_hex(entry: str = "launcher_main") -> str:
-    """The launcher (or its server) compiled once per parent process: the child skips parsing
-    ~300 lines."""
+    """The code shipped to a launcher (or to the launcher server), compiled once per parent
+    process, so that the child skips parsing it: launcher.py's whole source (and, for the
+    server, server.py's after it), then the call of `entry`. The child runs it in a namespace
+    of its own (`LAUNCHER_STUB`, `SERVER_STUB`)."""
     if entry not in _compiled:
         with _launcher_lock:
             if entry not in _compiled:
-                bodies = [launcher_main] + ([launcher_server] if entry != "launcher_main" else [])
-                src = "\n".join(inspect.getsource(f) for f in bodies) + f"\n{entry}()\n"
+                from cptlab.sandbox import launcher, server  # read here, run there
+
+                modules = [launcher] + ([server] if entry == "launcher_server" else [])
+                src = "\n".join(inspect.getsource(m) for m in modules) + f"\n{entry}()\n"
                 code = compile(src, "<cptlab-sandbox-launcher>", "exec", dont_inherit=True)
                 _compiled[entry] = marshal.dumps(code).hex()
     return _compiled[entry]

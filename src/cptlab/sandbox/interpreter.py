@@ -53,15 +53,21 @@ exec(globals().pop("_code"))
 
 # The program's interpreter: `python -S -s -B -c <bootstrap>` in BASE_ENV plus the run's env.
 PROGRAM_FLAGS = [sys.executable, "-S", "-s", "-B", "-c"]
-LAUNCHER_STUB = "import marshal,sys;exec(marshal.loads(bytes.fromhex(sys.argv[1])))"
+# A launcher started on its own. The launcher code (client.py `_launcher_code_hex`) runs in a
+# namespace of its own, here as in the server, where __main__'s is the warm program's
+# (`fresh_main`).
+LAUNCHER_STUB = "import marshal,sys;exec(marshal.loads(bytes.fromhex(sys.argv[1])),{})"
 # The server's: a program process forked from the server (a warm interpreter) returns from the
 # launcher code with a fresh __main__ namespace and runs the bootstrap right here, at the top
 # level and on the same lines as after exec, so that exit codes, uncaught exceptions, the stack
 # depth and interpreter shutdown (atexit, threads, flushing) are the interpreter's own.
 # Unlike exec-ed programs it records how the program ended, for `warm_exit`. The launcher code
-# comes in a file (argv[1] its descriptor), so that the argv a program inherits stays small.
+# comes in a file (argv[1] its descriptor), so that the argv a program inherits stays small,
+# and runs in a namespace of its own (as a launcher's). Before it imports anything, the working
+# folder that `-c` put first in sys.path goes: only programs get it back (`warm_program`).
 SERVER_STUB = (
-    "import marshal,sys;exec(marshal.loads(open(int(sys.argv[1]),'rb').read()))"
+    "import marshal,sys;sys.path[:1]==[''] and sys.path.pop(0);"
+    "exec(marshal.loads(open(int(sys.argv[1]),'rb').read()),{})"
     + ";"
     + BOOTSTRAP.replace(
         'exec(globals().pop("_code"))\n',
