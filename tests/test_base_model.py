@@ -84,7 +84,7 @@ def test_a_build_of_the_shipped_recipe_copies_it_and_another_builds(tmp_path):
     assert shipped["shipped"] is None and set(shipped["recipe"]) == {"weights", "measurements"}
     copied = build(config, tmp_path, "copied", threads=1, shipped=tmp_path / "shipped")
     assert copied["shipped"] == {
-        "from": str(tmp_path / "shipped"),
+        "from": str((tmp_path / "shipped").resolve()),
         "weights": True,
         "measurements": True,
     }

@@ -83,6 +83,13 @@ def measure_base(config: dict, reasoning: dict[str, str], data_dir: Path, out_di
     }
 
 
+def _shown(path: Path) -> str:
+    """`path` relative to the working folder where it is under it (a manifest that is shipped
+    names no machine's folders), else absolute."""
+    path = path.resolve()
+    return str(path.relative_to(Path.cwd())) if path.is_relative_to(Path.cwd()) else str(path)
+
+
 def build_base(
     config: dict,
     data_dir: str | Path,
@@ -118,7 +125,7 @@ def build_base(
         "kind": "base_model",
         **made,
         "shipped": {
-            "from": str(shipped),
+            "from": _shown(Path(shipped)),
             "weights": True,
             "measurements": copies_measurements,
         }
