@@ -13,7 +13,8 @@ from tiny_models import tiny_qwen2
 from tiny_world import one_step_world, train_one_step
 
 from cptlab.train import shared_prompt
-from cptlab.train.settings import METHOD_SETTINGS
+from cptlab.train.grpo import CptGRPOTrainer
+from cptlab.train.sdpo import CptSDPOTrainer
 from cptlab.train.shared_prompt import completion_logits, shareable
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -105,14 +106,13 @@ def test_a_training_step_is_the_same_with_the_shared_prompt_forward(world, metho
         lambda *args: calls.append(args[-1]) or original(*args),
     )
     first = {}
+    trainer = CptGRPOTrainer if method == "grpo" else CptSDPOTrainer
     for shared, grouped in ((False, False), (True, False), (True, True)):
         calls.clear()
+        groups = shared_prompt.LENGTH_GROUPS if grouped else 1
+        monkeypatch.setattr(trainer, "prompt_forward_groups", lambda _, groups=groups: groups)
         out = train_one_step(
-            world,
-            method,
-            f"{method}-{shared}-{grouped}",
-            shared_prompt_forward=shared,
-            length_grouped_forward=grouped,
+            world, method, f"{method}-{shared}-{grouped}", shared_prompt_forward=shared
         )
         log = out / "train_log.jsonl"
         first[shared, grouped] = json.loads(log.read_text().splitlines()[0])
@@ -146,15 +146,3 @@ def test_a_length_group_is_only_as_wide_as_its_longest_completion(monkeypatch):
     by_length = sorted(lengths)
     assert widths == [max(by_length[i * 4 : i * 4 + 4]) for i in range(3)]
     assert widths[0] < 6  # the short rows' group skipped the padding
-
-
-def test_length_groups_need_the_shared_prompt_forward(tmp_path):
-    from cptlab.errors import ConfigError
-    from cptlab.train.settings import TrainingSettings
-    from cptlab.train.spec import _check_semantics
-
-    grouped = TrainingSettings(length_grouped_forward=True)
-    with pytest.raises(ConfigError, match="length_grouped_forward .* shared_prompt_forward"):
-        _check_semantics("grpo", METHOD_SETTINGS["grpo"](), grouped, "config")
-    _check_semantics("grpo", METHOD_SETTINGS["grpo"](), grouped.with_overrides(
-        {"shared_prompt_forward": True}), "config")  # fmt: skip

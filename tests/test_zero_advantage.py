@@ -1,6 +1,6 @@
-"""GRPO's zero-advantage rows without gradient (`training.skip_zero_advantage_backward`): the
-same first training step as with every row in the backward pass, the rows split as intended,
-and no split where such a row carries gradient (a KL term)."""
+"""GRPO's zero-advantage rows without gradient (`CptGRPOTrainer._inert_rows`): the same first
+training step as with every row in the backward pass, the rows split as intended, and no split
+where such a row carries gradient (a KL term)."""
 
 from __future__ import annotations
 
@@ -44,20 +44,19 @@ def first_line(out) -> dict:
 
 
 @pytest.mark.parametrize("shared", [False, True], ids=["TRL's forward", "shared prompts"])
-def test_a_step_is_the_same_without_the_zero_advantage_rows_gradient(world, forwards, shared):
+def test_a_step_is_the_same_without_the_zero_advantage_rows_gradient(
+    world, forwards, shared, monkeypatch
+):
     """One step from the same weights: the same rollouts, so the same loss, gradient norm and
-    entropy up to float rounding; with the option, the inert rows went through a forward
-    without gradient and the others through one with it."""
+    entropy up to float rounding; the inert rows went through a forward without gradient and
+    the others through one with it."""
     lines = {}
+    inert_rows = CptGRPOTrainer._inert_rows
     for skip in (False, True):
         forwards.clear()
-        out = train_one_step(
-            world,
-            "grpo",
-            f"grpo-{shared}-{skip}",
-            shared_prompt_forward=shared,
-            skip_zero_advantage_backward=skip,
-        )
+        # The reference: every row in the backward pass, as TRL computes the step.
+        monkeypatch.setattr(CptGRPOTrainer, "_inert_rows", inert_rows if skip else lambda _: False)
+        out = train_one_step(world, "grpo", f"grpo-{shared}-{skip}", shared_prompt_forward=shared)
         lines[skip] = first_line(out)
         total = sum(rows for rows, grad, split in forwards if grad or split)  # the loss's
         without = sum(rows for rows, grad, split in forwards if split and not grad)
@@ -77,6 +76,6 @@ def test_a_kl_term_keeps_every_row_in_the_backward_pass(world, forwards):
     """With beta above 0 a zero-advantage row still has the KL term's gradient: no split."""
     with_kl = dict(world, config=copy.deepcopy(world["config"]))
     with_kl["config"]["methods"]["grpo"]["beta"] = 0.04
-    out = train_one_step(with_kl, "grpo", "grpo-kl", skip_zero_advantage_backward=True)
+    out = train_one_step(with_kl, "grpo", "grpo-kl")
     assert first_line(out)["frac_reward_zero_std"] > 0  # there were rows to leave out
     assert forwards and not any(split for _, _, split in forwards)

@@ -65,7 +65,9 @@ class EvalSettings:
     temperature, top_p, max_new_tokens: decoding.
     batch_size:     sequences per HF generate call (prompts x samples).
     compact_generation: hf backend: decode with the training loop's compact loop
-                    (cptlab.train.compact_generation), a row leaving the batch at its end token.
+                    (cptlab.train.compact_generation), a row leaving the batch at its end token:
+                    greedy completions equal to generate's, sampled ones other draws. Off where
+                    a seed's samples must be generate's.
     backend:        "hf" (transformers generate) or "vllm".
     seed:           generation and bootstrap seed.
     vllm:           options of the vLLM engine (cptlab.evaluation.vllm_backend.build_llm).

@@ -24,28 +24,26 @@ ADVANTAGE_SCALED_LOSSES = frozenset({"grpo", "bnpo", "dr_grpo", "dapo", "luspo",
 class CptGRPOTrainer(StageTrainerMixin, GRPOTrainer):
     """TRL's `GRPOTrainer` plus cptlab's stage bookkeeping; the training math is unchanged.
 
+    Rows whose advantage is 0 (a group whose rewards are all equal) are forwarded without
+    gradient wherever such a row adds exactly 0 to the gradient (`_inert_rows`: no KL term, no
+    entropy bonus, no auxiliary loss, a loss in `ADVANTAGE_SCALED_LOSSES`): their
+    log-probabilities and entropies are still computed, for the loss's value and the logs, and
+    the backward pass covers only the rows that move the policy. The same gradient up to float
+    rounding (tests/test_zero_advantage.py).
+
     Parameters:
         *args, **kwargs: passed to `trl.GRPOTrainer` (model, reward_funcs, args, train_dataset,
             processing_class, callbacks, ...).
         recorder (`StageRecorder`): where the per-step log line goes and what it measures
             (reward/reason statistics, collapse monitor, KL probe); see `cptlab.train.mixin`.
         shared_prompt_forward (`bool`, *optional*, defaults to `False`): compute the policy's
-            log-probabilities with each distinct prompt forwarded once
-            (`cptlab.train.shared_prompt`); equal to TRL's up to float rounding.
-        length_grouped_forward (`bool`, *optional*, defaults to `False`): with the shared-prompt
-            forward, rows of similar completion length forwarded together, each group only as
-            wide as its longest completion; equal up to float rounding.
+            log-probabilities with each distinct prompt forwarded once and rows of similar
+            completion length together (`cptlab.train.shared_prompt`); equal to TRL's up to
+            float rounding.
         compact_generation (`bool`, *optional*, defaults to `False`): sample HF-generated
             rollouts with each distinct prompt prefilled once and finished rows dropped from the
             decode batch (`cptlab.train.compact_generation`); the same distribution as
             `generate`, other draws.
-        skip_zero_advantage_backward (`bool`, *optional*, defaults to `False`): forward the rows
-            whose advantage is 0 (a group whose rewards are all equal) without gradient: their
-            log-probabilities and entropies are computed for the loss's value and the logs, and
-            the backward pass covers only the rows that move the policy. The gradient is the
-            same up to float rounding, since a zero-advantage row adds exactly 0 to it. Applied
-            only where that holds: no KL term (beta 0), no entropy bonus, no auxiliary loss, and
-            a loss in `ADVANTAGE_SCALED_LOSSES`.
         log_prob_batch_size (`int`, *optional*): rows per forward of the rollout batch's
             log-probabilities without gradient, the old and the reference ones
             (`training.log_prob_micro_batch_size_per_device`; None: TRL's, the micro-batch).
@@ -56,30 +54,19 @@ class CptGRPOTrainer(StageTrainerMixin, GRPOTrainer):
         *args,
         recorder: StageRecorder,
         shared_prompt_forward: bool = False,
-        length_grouped_forward: bool = False,
         compact_generation: bool = False,
-        skip_zero_advantage_backward: bool = False,
         log_prob_batch_size: int | None = None,
         **kwargs,
     ) -> None:
         self.recorder = recorder
         self.log_prob_batch_size = log_prob_batch_size
         self.shared_prompt_forward = shared_prompt_forward
-        self.length_grouped_forward = length_grouped_forward
         self.compact_generation = compact_generation
         self._rows_without_gradient: torch.Tensor | None = None  # during a loss computation
         super().__init__(*args, **kwargs)
         self.check_compact_generation()
         adapt_weight_sync(self)
-        self.skip_zero_advantage_backward = skip_zero_advantage_backward and self._inert_rows()
-        if skip_zero_advantage_backward and not self.skip_zero_advantage_backward:
-            log.warning(
-                "skip_zero_advantage_backward has no effect: with beta %s, loss %s and the "
-                "entropy bonus %s, a zero-advantage row can carry gradient",
-                self.beta,
-                self.loss_type,
-                "on" if self._entropy_bonus_enabled else "off",
-            )
+        self.skips_inert_rows = self._inert_rows()
 
     def _inert_rows(self) -> bool:
         """Whether a row with advantage 0 adds exactly 0 to the loss's gradient."""
@@ -91,7 +78,7 @@ class CptGRPOTrainer(StageTrainerMixin, GRPOTrainer):
         )
 
     def _compute_loss(self, model, inputs):
-        if self.skip_zero_advantage_backward and torch.is_grad_enabled():
+        if self.skips_inert_rows and torch.is_grad_enabled():
             advantages = inputs["advantages"]
             zero = advantages == 0
             self._rows_without_gradient = zero.all(dim=1) if zero.dim() == 2 else zero

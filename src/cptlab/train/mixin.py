@@ -147,9 +147,8 @@ class StageTrainerMixin:
         )
 
     def prompt_forward_groups(self) -> int:
-        """How many length groups the shared-prompt forward splits a batch into
-        (`length_grouped_forward`)."""
-        return LENGTH_GROUPS if getattr(self, "length_grouped_forward", False) else 1
+        """How many length groups the shared-prompt forward splits a batch into."""
+        return LENGTH_GROUPS
 
     # ----- compact rollout sampling -----------------------------------------------------------
 

@@ -334,11 +334,9 @@ class CptSDPOTrainer(StageTrainerMixin, SDPOTrainer):
         recorder (`StageRecorder`): where the per-step log line goes and what it measures
             (reward/reason statistics, collapse monitor, KL probe); see `cptlab.train.mixin`.
         shared_prompt_forward (`bool`, *optional*, defaults to `False`): compute the student's
-            and the teacher's logits with each distinct prompt forwarded once
-            (`cptlab.train.shared_prompt`); equal to TRL's up to float rounding.
-        length_grouped_forward (`bool`, *optional*, defaults to `False`): with the shared-prompt
-            forward, rows of similar completion length forwarded together, each group only as
-            wide as its longest completion; equal up to float rounding.
+            and the teacher's logits with each distinct prompt forwarded once and rows of
+            similar completion length together (`cptlab.train.shared_prompt`); equal to TRL's
+            up to float rounding.
         compact_generation (`bool`, *optional*, defaults to `False`): sample HF-generated
             rollouts with each distinct prompt prefilled once and finished rows dropped from the
             decode batch (`cptlab.train.compact_generation`); the same distribution as
@@ -355,7 +353,6 @@ class CptSDPOTrainer(StageTrainerMixin, SDPOTrainer):
         *args,
         recorder: StageRecorder,
         shared_prompt_forward: bool = False,
-        length_grouped_forward: bool = False,
         compact_generation: bool = False,
         log_prob_batch_size: int | None = None,
         **kwargs,
@@ -363,7 +360,6 @@ class CptSDPOTrainer(StageTrainerMixin, SDPOTrainer):
         self.recorder = recorder
         self.log_prob_batch_size = log_prob_batch_size
         self.shared_prompt_forward = shared_prompt_forward
-        self.length_grouped_forward = length_grouped_forward
         self.compact_generation = compact_generation
         super().__init__(*args, **kwargs)
         self.check_compact_generation()

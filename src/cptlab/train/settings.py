@@ -185,30 +185,21 @@ class TrainingSettings(SettingsSection):
             A verdict serves every later step of the stage that meets the same completion for
             the same row (cptlab.train.rewards.VerifierReward): a sharpened policy writes the
             same program step after step, and each costs a sandbox run. The same rewards
-            wherever the verifier is a function of its input (the embedded ones; not a program
-            near its time limit).
+            wherever the verifier is a function of its input (the embedded ones). Off where it
+            is not: a program near its time limit passes or fails by the machine's load, so the
+            study's code rewards at paper scale judge each completion anew.
         shared_prompt_forward (`bool`, *optional*, defaults to `False`):
             GRPO and SDPO: forward each distinct prompt of a rollout batch once and its
-            completions on its key/value cache (cptlab.train.shared_prompt); equal to the
-            whole-row forward up to float rounding, but it materialises full logits, so it suits
-            a small vocabulary, not paper scale.
-        length_grouped_forward (`bool`, *optional*, defaults to `False`):
-            With shared_prompt_forward: sort a rollout batch's rows by completion length and
-            forward them in groups (cptlab.train.shared_prompt.LENGTH_GROUPS), each only as
-            wide as its longest completion, rather than every row padded to the batch's longest;
-            equal to the one-group forward up to float rounding.
+            completions on its key/value cache, rows of similar completion length together,
+            each group only as wide as its longest completion (cptlab.train.shared_prompt);
+            equal to the whole-row forward up to float rounding. Off at paper scale: it
+            materialises full logits, which suits a small vocabulary, not Qwen3's 151,936.
         compact_generation (`bool`, *optional*, defaults to `False`):
             GRPO and SDPO with HF generation (not vLLM): sample rollouts with each distinct
             prompt prefilled once and each row leaving the decode batch at its end token
             (cptlab.train.compact_generation); the same distribution as HF generate, but other
-            draws.
-        skip_zero_advantage_backward (`bool`, *optional*, defaults to `False`):
-            GRPO: forward the rows whose advantage is 0 (a group whose rewards are all equal)
-            without gradient, so that the backward pass covers only the rows that move the
-            policy; their log-probabilities and entropies are still computed, for the loss's
-            value and the logs. The same gradient up to float rounding; it has no effect where
-            such a row carries gradient (a KL term, an entropy bonus;
-            cptlab.train.grpo.CptGRPOTrainer).
+            draws. Off where a seed must give HF generate's rollouts (a comparison with a run
+            made without it); vLLM rollouts ignore it.
         replay_share (`float`, *optional*, defaults to `0.0`):
             Share of a stage's prompts drawn from the training rows of the domains trained in
             earlier stages (none in stage 1), the rest from its own domain.
@@ -265,9 +256,7 @@ class TrainingSettings(SettingsSection):
     max_unscorable_fraction: float = 0.05
     reuse_verdicts: bool = False
     shared_prompt_forward: bool = False
-    length_grouped_forward: bool = False
     compact_generation: bool = False
-    skip_zero_advantage_backward: bool = False
     replay_share: float = 0.0
     kl_probe: KLProbeSettings = field(default_factory=KLProbeSettings)
     kl_budget: float | None = None

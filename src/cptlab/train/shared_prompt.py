@@ -29,7 +29,7 @@ import inspect
 import torch
 from torch import nn
 
-# Groups of a length-grouped forward (`training.length_grouped_forward`): 32 rows each in the
+# Groups of the forward, rows sorted by completion length: 32 rows each in the
 # embedded default's 256-row batch. On a tool batch (completions of 12.7 tokens on average, the
 # longest 40) one forward and backward took 1.7-2.2 s in one group, 1.2-1.3 s in 2, 1.1 s in
 # 4 and 0.9-1.0 s in 8 (docs/notebook/speed.md).

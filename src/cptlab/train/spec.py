@@ -247,10 +247,5 @@ def _check_semantics(trainer: str, p: MethodSettings, t: TrainingSettings, where
             f"{where}: training.kl_budget stops a stage on the KL probe's measurement; "
             "set kl_probe.prompts above 0"
         )
-    if t.length_grouped_forward and not t.shared_prompt_forward:
-        raise ConfigError(
-            f"{where}: training.length_grouped_forward groups the shared-prompt forward's rows; "
-            "set shared_prompt_forward true"
-        )
     if t.bf16 and t.dtype == "float16":
         raise ConfigError(f"{where}: bf16 mixed precision with float16 weights; use dtype bfloat16")

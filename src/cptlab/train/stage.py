@@ -324,11 +324,6 @@ def build_trainer(
             **optimization,
         )
     cls = CptGRPOTrainer if settings.trainer == "grpo" else CptSDPOTrainer
-    grpo_only = (
-        {"skip_zero_advantage_backward": t.skip_zero_advantage_backward}
-        if cls is CptGRPOTrainer
-        else {}
-    )
     return cls(
         model=model,
         reward_funcs=[reward],
@@ -338,11 +333,9 @@ def build_trainer(
         callbacks=callbacks,
         recorder=recorder,
         shared_prompt_forward=t.shared_prompt_forward,
-        length_grouped_forward=t.length_grouped_forward,
         compact_generation=t.compact_generation,
         log_prob_batch_size=log_prob_rows,
         **optimization,
-        **grpo_only,
     )
 
 
