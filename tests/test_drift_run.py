@@ -30,7 +30,11 @@ from cptlab.drift.chain import (
     drift_chain,
     response_tables,
 )
-from cptlab.drift.dataset_distance import dataset_distance, relative_changes
+from cptlab.drift.dataset_distance import (
+    dataset_distance,
+    gain_forgetting_trend,
+    relative_changes,
+)
 from cptlab.drift.embedders import HashingEmbedder, get_embedder
 from cptlab.drift.parameters import METRICS
 from cptlab.drift.plots import FIGURES, drift_figures
@@ -349,7 +353,7 @@ def test_relative_change_is_stage_to_stage_and_nan_safe():
     assert math.isnan(relative_changes(CONFIG, one).set_index("stage").loc[1, "relative"])
 
 
-def test_dataset_distances_and_gain_forgetting(world, datasets):
+def test_dataset_distances_and_gain_forgetting(world, datasets, tmp_path):
     folder = world / "drift" / "datasets"
     mmd = pd.read_csv(folder / "mmd.csv", index_col=0)
     assert list(mmd.index) == DATASETS and list(mmd.columns) == DATASETS
@@ -357,9 +361,13 @@ def test_dataset_distances_and_gain_forgetting(world, datasets):
     assert mmd.loc["math_train", "math_id"] < mmd.loc["math_train", "science_ood"]
     tsne = pd.read_csv(folder / "tsne.csv")
     assert set(tsne["dataset"]) == set(DATASETS) and (tsne.groupby("dataset").size() == 10).all()
+    assert_manifest_last(folder)
+    assert "gain_forgetting" not in datasets["files"]  # the distances need only the data
+    folder = tmp_path
+    info = gain_forgetting_trend(CONFIG, Layout(world), folder)
     table = pd.read_csv(folder / "gain_forgetting.csv")
     # sdpo_frozen's science_ood goes 0.0 -> 0.1 at stage 2: undefined, left out
-    assert datasets["gain_forgetting"]["dropped_undefined"] == 1
+    assert info["dropped_undefined"] == 1
     assert len(table) == len(METHODS) * 2 * len(BENCHMARKS) - 1
     row = table.set_index(["method", "stage", "target"]).loc[("grpo", 2, "math_id")]
     assert row["relative"] == pytest.approx(-50.0) and row["forgetting"] == pytest.approx(50.0)
@@ -368,7 +376,6 @@ def test_dataset_distances_and_gain_forgetting(world, datasets):
     trend = json.loads((folder / "trend.json").read_text())
     assert set(trend["per_method"]) == set(METHODS)
     assert trend["all_methods"]["gain"]["n"] == len(table)
-    assert_manifest_last(folder)
 
 
 def test_figures_exist_and_manifest_is_last(world, chains, datasets):
@@ -379,12 +386,14 @@ def test_figures_exist_and_manifest_is_last(world, chains, datasets):
             assert (out / f"{stem}.{ext}").stat().st_size > 1000, stem
     assert manifest["missing_inputs"] == [] and manifest["artifact"] == "boxed"
     assert manifest["chains"] == ["grpo/seed0", "sdpo_frozen/seed0"]
+    assert {"gain_forgetting.csv", "trend.json"} <= set(manifest["files"])
+    assert manifest["gain_forgetting"]["dropped_undefined"] == 1
     assert_manifest_last(out)
 
 
 def test_figures_with_missing_inputs_still_draw_every_file(tmp_path):
     manifest = drift_figures(CONFIG, Layout(tmp_path))
-    assert len(manifest["files"]) == 2 * len(FIGURES) and len(manifest["missing_inputs"]) == 3
+    assert len(manifest["files"]) == 2 * len(FIGURES) and len(manifest["missing_inputs"]) == 4
     assert all((tmp_path / "drift" / "figures" / f).is_file() for f in manifest["files"])
 
 
@@ -432,9 +441,9 @@ def test_cli_subcommands(world, tmp_path):
     items = pd.read_csv(layout.drift_chain_dir("sdpo_frozen", 0) / "responses.csv")
     assert items["cosine"].isna().all() and items["rouge_l"].notna().all()  # no embedder
     datasets = json.loads((layout.dataset_distance_dir / "manifest.json").read_text())
-    assert datasets["embedder"] == "hashing" and "gain_forgetting" in datasets["files"]
+    assert datasets["embedder"] == "hashing" and "mmd" in datasets["files"]
     figures = json.loads((layout.drift_figures_dir / "manifest.json").read_text())
-    assert figures["chains"] == ["sdpo_frozen/seed0"]
+    assert figures["chains"] == ["sdpo_frozen/seed0"] and "trend.json" in figures["files"]
 
 
 def test_minilm_similarity_of_identical_responses(world, tmp_path):

@@ -38,14 +38,7 @@ EVAL_BENCHMARKS = 3  # math_id, science_id, logic_ood; one evaluation job per ch
 WITHIN = {"evaluate_within_stage": METHODS * STAGES}
 # what a change of the within-stage checkpoints' evaluations alone reruns after them: the tables
 # and figures, not the chains' drift (it reads the stage ends)
-WITHIN_DOWNSTREAM = {
-    "aggregate": 1,
-    "figures": 1,
-    "findings": 1,
-    "dataset_distance": 1,
-    "drift_figures": 1,
-    "all": 1,
-}
+WITHIN_DOWNSTREAM = {"aggregate": 1, "figures": 1, "findings": 1, "drift_figures": 1, "all": 1}
 
 
 @pytest.fixture(scope="module")
@@ -272,8 +265,8 @@ def test_one_domains_steps_rerun_only_its_stages_and_later(smoke, tmp_path):
 
 
 def test_adding_a_benchmark_reruns_only_the_evaluations(smoke, tmp_path):
-    """Its data, and each checkpoint's one evaluation job (loading the model dominates it):
-    no training, no base."""
+    """Its data, and each checkpoint's one evaluation job (loading the model dominates it),
+    and the distances between the data sets, which it joins: no training, no base."""
     jobs = plan_after(
         smoke, tmp_path, lambda c: c["data"]["domains"]["math"].update(ood=["math_ood"])
     )
@@ -283,6 +276,7 @@ def test_adding_a_benchmark_reruns_only_the_evaluations(smoke, tmp_path):
         evaluate_stage=METHODS * STAGES,
         **WITHIN,
         **downstream(METHODS),
+        dataset_distance=1,
     )
 
 
@@ -332,9 +326,10 @@ def test_docstrings_comments_and_maps_rerun_nothing(smoke):
 
 EVERYTHING = Counter(
     prepare_data=8, build_base=1, evaluate_base=1, train_stage=METHODS * STAGES,
-    evaluate_stage=METHODS * STAGES, **WITHIN, **downstream(METHODS),
+    evaluate_stage=METHODS * STAGES, **WITHIN, **downstream(METHODS), dataset_distance=1,
 )  # fmt: skip
-AFTER_THE_DATA = EVERYTHING - Counter(prepare_data=8)
+# The data-set distances read the data alone: no change after the data reruns them.
+AFTER_THE_DATA = EVERYTHING - Counter(prepare_data=8, dataset_distance=1)
 AFTER_THE_BASE = AFTER_THE_DATA - Counter(build_base=1, evaluate_base=1)
 # One module of each package (and config.py, which every job imports), a statement added to a
 # function of it: the jobs whose subcommand reaches that code, and what reads their outputs.

@@ -376,6 +376,13 @@ def drift_settings(wc):
     }
 
 
+def drift_figures_settings(wc):
+    """The chains and benchmarks, and each domain's training set (the source of a stage's gain
+    and forgetting against MMD)."""
+    domains = config["data"]["domains"]
+    return {**plan_settings(wc), "train_sets": {d: s.get("train") for d, s in domains.items()}}
+
+
 def dataset_distance_settings(wc):
     return {"seed": config["data"]["seed"], "drift": asdict(DriftSettings.from_config(config))}
 
@@ -385,9 +392,9 @@ def dataset_distance_settings(wc):
 # On a few cores the training chains are the critical path (docs/notebook/speed.md). A ready
 # training stage runs first, an earlier stage before a later one: the chains advance together,
 # and while their last and longest stages run, the short jobs fill the other cores. Of those, a
-# chain's drift goes first (its figures wait on it), then evaluation, then the data-set
-# distances, which wait on every evaluation.
-PRIORITY = {"drift_chain": 3, "evaluate": 2, "dataset_distance": 1}
+# chain's drift goes first (its figures wait on it), then the data-set distances (the longest of
+# them, which need only the data), then evaluation.
+PRIORITY = {"drift_chain": 3, "dataset_distance": 2, "evaluate": 1}
 
 
 def train_priority(wc):

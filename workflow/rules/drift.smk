@@ -1,6 +1,6 @@
 # Why forgetting happens: one job per chain (method x seed) for parameter drift, response drift
-# and collapse forensics of all its stages, one for the distances between data sets, one for the
-# figures. Per chain rather than per (checkpoint, benchmark): each job loads the embedder once
+# and collapse forensics of all its stages, one for the distances between data sets (from the
+# data alone), one for gain and forgetting against those distances and the figures. Per chain rather than per (checkpoint, benchmark): each job loads the embedder once
 # and reads the base model once. Settings: the config's optional `drift` section.
 
 DRIFT_CHAIN_JOB = LAYOUT.drift_chain_job("{method}", "{seed}")
@@ -43,7 +43,6 @@ rule drift_chain:
 rule dataset_distance:
     input:
         data=[data_file(d.name) for d in datasets(config)],
-        scores=LAYOUT.scores_csv,
         provenance=provenance(
             "drift/dataset_distance", "dataset-distance", dataset_distance_settings
         ),
@@ -73,9 +72,12 @@ rule drift_figures:
     input:
         chains=[str(LAYOUT.drift_chain_manifest(m, s)) for m, s in PLAN.chains],
         datasets=LAYOUT.dataset_distance_dir / MANIFEST,
-        provenance=provenance("drift/figures", "drift-figures", plan_settings),
+        scores=LAYOUT.scores_csv,
+        provenance=provenance("drift/figures", "drift-figures", drift_figures_settings),
     output:
         manifest=LAYOUT.drift_figures_dir / MANIFEST,
+        gain_forgetting_table=LAYOUT.drift_figures_dir / "gain_forgetting.csv",
+        trend=LAYOUT.drift_figures_dir / "trend.json",
         params=report(
             LAYOUT.drift_figures_dir / "drift_params.png",
             caption="../report/drift_params.rst",

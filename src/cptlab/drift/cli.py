@@ -3,8 +3,8 @@
 The workflow's (one process per chain, so the embedder loads once):
 
 drift-chain         parameter / response drift and collapse forensics of every stage of one chain
-dataset-distance    MMD / t-SNE of every data set of data.domains, gain and forgetting vs MMD
-drift-figures       the drift figures from the tables of the two above
+dataset-distance    MMD / t-SNE of every data set of data.domains (the data alone)
+drift-figures       gain and forgetting vs MMD (from scores.csv), then the drift figures
 
 The same analyses on files of your choice:
 
@@ -102,7 +102,7 @@ def drift_chain(args: argparse.Namespace) -> None:
 
 @command(
     "dataset-distance",
-    "MMD / t-SNE of every data set of data.domains; gain and forgetting vs MMD",
+    "MMD / t-SNE of every data set of data.domains",
     CONFIG,
     RESULTS_DIR,
     CONFIG_EMBEDDER,
@@ -124,7 +124,12 @@ def dataset_distance(args: argparse.Namespace) -> None:
     print(json.dumps({k: manifest[k] for k in ("embedder", "seconds")}))
 
 
-@command("drift-figures", "drift figures (PNG + PDF), manifest last", CONFIG, RESULTS_DIR)
+@command(
+    "drift-figures",
+    "gain and forgetting vs MMD, then the drift figures (PNG + PDF), manifest last",
+    CONFIG,
+    RESULTS_DIR,
+)
 def drift_figures(args: argparse.Namespace) -> None:
     from cptlab.drift.plots import drift_figures
     from cptlab.layout import Layout

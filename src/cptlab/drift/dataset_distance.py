@@ -1,11 +1,14 @@
 """Distances between the experiment's data sets, as the workflow's `dataset-distance` job runs
-it: MMD between the prompt sets of every data set of `data.domains`, a t-SNE map, and gain /
-forgetting against MMD with fitted trends."""
+it: MMD between the prompt sets of every data set of `data.domains` and a t-SNE map, from the
+data alone (so the job runs beside training, not after the last evaluation); and gain /
+forgetting against MMD with fitted trends, from the scores, which the `drift-figures` job
+computes before it draws them (`gain_forgetting_trend`)."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -62,18 +65,13 @@ def dataset_distance(
     device: str = "auto",
 ) -> dict:
     """MMD and t-SNE map of the prompt sets of every data set of data.domains (train, id, ood),
-    then gain and forgetting against MMD from scores.csv, into the layout's data-set distance
-    folder.
+    into the layout's data-set distance folder.
 
     Writes mmd.csv (square, index `dataset`), tsne.csv, datasets.csv (name, domain, split,
-    prompts), gain_forgetting.csv (per method, stage and benchmark: the relative change from
-    stage k-1 to k, averaged over seeds — see relative_changes — with MMD(train set of stage k,
-    benchmark), gain, forgetting), trend.json (fit_trend of gain and forgetting against MMD per
-    method and over all methods' points), and manifest.json last. Subsampling and t-SNE use
-    data.seed. embedder None takes the config's drift.embedder; "none" falls back to "hashing"
-    (an MMD needs vectors).
+    prompts) and manifest.json last. Subsampling and t-SNE use data.seed. embedder None takes
+    the config's drift.embedder; "none" falls back to "hashing" (an MMD needs vectors).
     """
-    from cptlab.drift.distances import dataset_distances, fit_trend, gain_forgetting_vs_mmd
+    from cptlab.drift.distances import dataset_distances
 
     started = time.perf_counter()
     settings = DriftSettings.from_config(config)
@@ -106,6 +104,28 @@ def dataset_distance(
             out_dir / "datasets.csv",
         ).name,
     }
+    manifest = {
+        "datasets": [n for n, _, _ in datasets],
+        "embedder": embedder_name,
+        "seed": seed,
+        "settings": {"max_samples": settings.max_samples, "tsne_points": settings.tsne_points},
+        "files": files,
+        "seconds": round(time.perf_counter() - started, 2),
+    }
+    write_manifest(out_dir, manifest)
+    return manifest
+
+
+def gain_forgetting_trend(config: Mapping, layout: Layout, out_dir: Path) -> dict:
+    """Gain and forgetting against MMD: per method, stage and benchmark the relative change from
+    stage k-1 to k, averaged over seeds (relative_changes, from scores.csv), with MMD(train set of
+    stage k, benchmark) from the data-set distance folder's mmd.csv. Writes
+    gain_forgetting.csv and trend.json (fit_trend of gain and forgetting against MMD per method
+    and over all methods' points) into `out_dir`; returns {"files": ..., "points": ...,
+    "dropped_undefined": ..., "dropped_unknown_benchmark": ...}."""
+    from cptlab.drift.distances import fit_trend, gain_forgetting_vs_mmd
+
+    mmd = pd.read_csv(layout.dataset_distance_dir / "mmd.csv", index_col=0)
     relative = relative_changes(config, pd.read_csv(layout.scores_csv))
     known = relative["target"].isin(mmd.index) & relative["source"].isin(mmd.index)
     finite = known & np.isfinite(relative["relative"].to_numpy(float))
@@ -134,17 +154,8 @@ def dataset_distance(
         "base), mean over seeds per method; x = MMD(train set of stage k's domain, benchmark)"
     )
     trends.update(info)
-    files["gain_forgetting"] = write_table(joined, out_dir / "gain_forgetting.csv").name
-    files["trend"] = write_json(trends, out_dir / "trend.json").name
-    manifest = {
-        "datasets": [n for n, _, _ in datasets],
-        "embedder": embedder_name,
-        "seed": seed,
-        "settings": {"max_samples": settings.max_samples, "tsne_points": settings.tsne_points},
-        "scores": str(layout.scores_csv),
-        "files": files,
-        "gain_forgetting": info,
-        "seconds": round(time.perf_counter() - started, 2),
+    files = {
+        "gain_forgetting": write_table(joined, out_dir / "gain_forgetting.csv").name,
+        "trend": write_json(trends, out_dir / "trend.json").name,
     }
-    write_manifest(out_dir, manifest)
-    return manifest
+    return {"files": files, **info}

@@ -13,7 +13,9 @@ cptlab.drift.dataset_distance, as the workflow's `drift-figures` job draws them.
     mmd_heatmap            MMD^2 between the prompt embeddings of every pair of data sets
     tsne_map               t-SNE map of the prompt embeddings, one colour per data set
     gain_forgetting_mmd    gain and forgetting (stage k-1 -> k, %) of every benchmark against
-                           MMD(train set of stage k, benchmark), per method, with fitted lines
+                           MMD(train set of stage k, benchmark), per method, with fitted lines;
+                           their tables, gain_forgetting.csv and trend.json, are computed here
+                           first (cptlab.drift.dataset_distance.gain_forgetting_trend)
     collapse_trend         the most frequent artifact's count per completion over training steps
                            (train logs, stages concatenated) and in each checkpoint's evaluation
                            responses (stage 0 = base)
@@ -34,6 +36,7 @@ import numpy as np
 import pandas as pd
 
 from cptlab.artifacts import MANIFEST, write_manifest
+from cptlab.drift.dataset_distance import gain_forgetting_trend
 from cptlab.drift.tables import ALL
 from cptlab.layout import Layout
 from cptlab.plotting import plt, save_figure
@@ -110,6 +113,8 @@ class DriftTables:
         self.datasets = layout.dataset_distance_dir
         if not (self.datasets / MANIFEST).is_file():
             self.missing.append(str(self.datasets / MANIFEST))
+        # gain and forgetting against MMD, once `drift_figures` has computed them
+        self.trend: dict | None = None
 
     def chain_table(self, name: str) -> pd.DataFrame | None:
         frames = []
@@ -371,8 +376,9 @@ def plot_tsne(t: DriftTables, out_dir: Path) -> list[str]:
 
 
 def plot_gain_forgetting(t: DriftTables, out_dir: Path) -> list[str]:
-    table = t.dataset_table("gain_forgetting")
-    trend_path = t.datasets / "trend.json"
+    """Gain and forgetting against MMD, from the tables `drift_figures` wrote into `out_dir`."""
+    table = pd.read_csv(out_dir / "gain_forgetting.csv") if t.trend else None
+    trend_path = out_dir / "trend.json"
     trends = json.loads(trend_path.read_text()) if trend_path.is_file() else {}
     fig, axes = plt.subplots(1, 2, figsize=(10, 4), squeeze=False)
     axes = axes[0]
@@ -541,6 +547,11 @@ def drift_figures(config: Mapping, layout: Layout) -> dict:
     out_dir.mkdir(parents=True, exist_ok=True)
     tables = DriftTables(config, layout)
     files: list[str] = []
+    if (tables.datasets / MANIFEST).is_file() and layout.scores_csv.is_file():
+        tables.trend = gain_forgetting_trend(config, layout, out_dir)
+        files += list(tables.trend["files"].values())
+    elif not layout.scores_csv.is_file():
+        tables.missing.append(str(layout.scores_csv))
     for plot in (
         plot_params,
         plot_params_by_type,
@@ -558,6 +569,7 @@ def drift_figures(config: Mapping, layout: Layout) -> dict:
         "chains": [f"{m}/seed{s}" for m, s, _ in tables.chains],
         "missing_inputs": tables.missing,
         "artifact": _artifact(tables),
+        "gain_forgetting": {k: v for k, v in (tables.trend or {}).items() if k != "files"},
     }
     write_manifest(out_dir, manifest)
     return manifest
