@@ -16,6 +16,7 @@ rule build_base:
         folder=lambda wc, output: str(Path(output.manifest).parent),
         shipped=SHIPPED_BASE,
     threads: threads("build_base")
+    priority: PRIORITY["build_base"]
     resources:
         **resources("build_base"),
     log:

@@ -393,8 +393,9 @@ def dataset_distance_settings(wc):
 # training stage runs first, an earlier stage before a later one: the chains advance together,
 # and while their last and longest stages run, the short jobs fill the other cores. Of those, a
 # chain's drift goes first (its figures wait on it), then the data-set distances (the longest of
-# them, which need only the data), then evaluation.
-PRIORITY = {"drift_chain": 3, "dataset_distance": 2, "evaluate": 1}
+# them, which need only the data), then evaluation. The base comes before all of them: every
+# chain starts from it, and its job takes two cores, which a job started first would delay.
+PRIORITY = {"build_base": 100, "drift_chain": 3, "dataset_distance": 2, "evaluate": 1}
 
 
 def train_priority(wc):
