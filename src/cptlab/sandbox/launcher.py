@@ -53,11 +53,17 @@ def launcher_main(given=None):  # pragma: no cover - runs in the launcher
     try:
         return launch()
     except BaseException as exc:  # noqa: BLE001 - report anything, then die
-        try:
-            say("E", f"launcher failed: {exc!r}".replace("\n", " "))
-        except OSError:
-            pass
-        os._exit(1)
+        die_reporting("launcher", exc, 1)
+
+
+def die_reporting(what, exc, code):
+    """Say on the status pipe that `what` failed with `exc` (unless the pipe is gone), then
+    exit at once with `code`."""
+    try:
+        say("E", f"{what} failed: {exc!r}".replace("\n", " "))
+    except OSError:
+        pass
+    os._exit(code)
 
 
 def settle(given):
@@ -601,10 +607,7 @@ def run_program(in_ns, nproc):
         hint += " must live in a world-readable location (e.g. /usr, /usr/local, /opt)"
         say("E", f"program setup failed: {exc!r}: {hint}")
     except BaseException as exc:  # noqa: BLE001 - report anything, then die
-        try:
-            say("E", f"program setup failed: {exc!r}".replace("\n", " "))
-        except OSError:
-            pass
+        die_reporting("program setup", exc, 127)
     os._exit(127)
 
 
