@@ -26,10 +26,10 @@ class CptGRPOTrainer(StageTrainerMixin, GRPOTrainer):
 
     Rows whose advantage is 0 (a group whose rewards are all equal) are forwarded without
     gradient wherever such a row adds exactly 0 to the gradient (`_inert_rows`: no KL term, no
-    entropy bonus, no auxiliary loss, a loss in `ADVANTAGE_SCALED_LOSSES`): their
-    log-probabilities and entropies are still computed, for the loss's value and the logs, and
-    the backward pass covers only the rows that move the policy. The same gradient up to float
-    rounding (tests/test_zero_advantage.py).
+    entropy bonus, no auxiliary loss, a loss in `ADVANTAGE_SCALED_LOSSES`) and the model runs
+    in one process, unwrapped: their log-probabilities and entropies are still computed, for
+    the loss's value and the logs, and the backward pass covers only the rows that move the
+    policy. The same gradient up to float rounding (tests/test_zero_advantage.py).
 
     Parameters:
         *args, **kwargs: passed to `trl.GRPOTrainer` (model, reward_funcs, args, train_dataset,
@@ -116,12 +116,15 @@ class CptGRPOTrainer(StageTrainerMixin, GRPOTrainer):
             # TRL passes a batch size only to the rollout batch's no-grad forwards (the old and
             # the reference log-probabilities): those take log_prob_batch_size rows each.
             batch_size = self.log_prob_batch_size
-        # Set only where no auxiliary loss runs (`_inert_rows`); images keep TRL's forward.
+        # Set only where no auxiliary loss runs (`_inert_rows`); images keep TRL's forward, and
+        # so does a model under a DDP or DeepSpeed wrapper: a forward of part of the rows
+        # without gradient beside it is tested on one process only.
         inert = self._rows_without_gradient
         if (
             inert is not None
             and 0 < int(inert.sum()) < len(inert)
             and all(value is None for value in media.values())
+            and model is self.accelerator.unwrap_model(model)
         ):
             # The rows that move the policy with gradient, the others without, then back in order.
             live, still = (~inert).nonzero().squeeze(1), inert.nonzero().squeeze(1)
