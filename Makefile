@@ -145,7 +145,7 @@ test-vllm: setup-vllm
 # weights and measures them again; otherwise it builds from scratch.
 ship-base: setup
 	PATH="$(abspath $(BIN)):$$PATH" snakemake --cores $(CORES) build_base
-	rm -rf models/embedded-base.new && cp -r results/embedded/base models/embedded-base.new
+	rm -rf models/embedded-base.new && cp -r $(RESULTS)/embedded/base models/embedded-base.new
 	rm -rf models/embedded-base && mv models/embedded-base.new models/embedded-base
 
 test-slow: setup

@@ -73,10 +73,8 @@ def _strip_docstrings(tree: ast.Module) -> ast.Module:
 
 def _is_type_checking(node: ast.AST) -> bool:
     """`if TYPE_CHECKING:`: a block that only type checkers run."""
-    test = getattr(node, "test", None) if isinstance(node, ast.If) else None
-    return getattr(test, "id", None) == "TYPE_CHECKING" or getattr(test, "attr", None) == (
-        "TYPE_CHECKING"
-    )
+    test = node.test if isinstance(node, ast.If) else None
+    return "TYPE_CHECKING" in (getattr(test, "id", None), getattr(test, "attr", None))
 
 
 def _walk_run(tree: ast.AST):
@@ -104,6 +102,15 @@ def _schema_logic(spec: Any, names: bool = False) -> Any:
     if isinstance(spec, list):
         return [_schema_logic(item) for item in spec]
     return spec
+
+
+def sha256_file(path: str | Path) -> str:
+    """The sha256 of a file's bytes, read in blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def normalized_code(path: Path, tree: ast.Module | None = None) -> str:

@@ -53,12 +53,13 @@ def reasoning_patterns(config: dict) -> dict[str, str]:
     }
 
 
-def measure_base(config: dict, reasoning: dict[str, str], data_dir: Path, out_dir: Path) -> dict:
+def measure_base(
+    config: dict, spec: BaseSettings, reasoning: dict[str, str], data_dir: Path, out_dir: Path
+) -> dict:
     """The measurements of the base saved in `out_dir` (the reloaded copy: what later stages
     load is what we vouch for), with their bounds."""
     from transformers import Qwen2ForCausalLM
 
-    spec = BaseSettings.from_config(config)
     model = Qwen2ForCausalLM.from_pretrained(out_dir, local_files_only=True)
     tokenizer = load_tokenizer(str(out_dir))
     rows = {
@@ -117,7 +118,7 @@ def build_base(
     if copies_measurements:
         made |= {key: source[key] for key in MEASUREMENT_KEYS}
     else:
-        measured = measure_base(config, reasoning, data_dir, out_dir)
+        measured = measure_base(config, spec, reasoning, data_dir, out_dir)
         if measured.pop("weights_sha256") != made["weights_sha256"]:
             raise RuntimeError(f"{out_dir}: the reloaded weights are not the ones saved")
         made |= measured
@@ -133,7 +134,8 @@ def build_base(
         else None,
         "seconds": round(time.perf_counter() - started, 1),
         "recipe": wanted,
-        "files": file_digests(out_dir),
+        # install() checked every copied file against the shipped digests
+        "files": source["files"] if source is not None else file_digests(out_dir),
         "config": config["base"],
     }
     write_manifest(out_dir, manifest)

@@ -21,7 +21,6 @@ current; Python's syntax trees differ between its minor versions, so another Pyt
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import shutil
 from dataclasses import asdict
@@ -31,19 +30,11 @@ from cptlab.artifacts import MANIFEST, read_manifest
 from cptlab.base_model.settings import BaseSettings
 from cptlab.errors import InputError
 from cptlab.plan import base_measure_benchmarks
-from cptlab.provenance import SourceTree
+from cptlab.provenance import SourceTree, sha256_file
 
 log = logging.getLogger(__name__)
 
 WEIGHTS_MODULE = "cptlab.base_model.weights"
-
-
-def sha256_file(path: str | Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def file_digests(folder: str | Path) -> dict[str, str]:

@@ -78,7 +78,13 @@ class CptGRPOTrainer(StageTrainerMixin, GRPOTrainer):
         )
 
     def _compute_loss(self, model, inputs):
-        if self.skips_inert_rows and torch.is_grad_enabled():
+        # A model under a DDP or DeepSpeed wrapper keeps TRL's forward: a forward of part of the
+        # rows without gradient beside it is tested on one process only.
+        if (
+            self.skips_inert_rows
+            and torch.is_grad_enabled()
+            and model is self.accelerator.unwrap_model(model)
+        ):
             advantages = inputs["advantages"]
             zero = advantages == 0
             self._rows_without_gradient = zero.all(dim=1) if zero.dim() == 2 else zero
@@ -116,15 +122,13 @@ class CptGRPOTrainer(StageTrainerMixin, GRPOTrainer):
             # TRL passes a batch size only to the rollout batch's no-grad forwards (the old and
             # the reference log-probabilities): those take log_prob_batch_size rows each.
             batch_size = self.log_prob_batch_size
-        # Set only where no auxiliary loss runs (`_inert_rows`); images keep TRL's forward, and
-        # so does a model under a DDP or DeepSpeed wrapper: a forward of part of the rows
-        # without gradient beside it is tested on one process only.
+        # Set only where no auxiliary loss runs (`_inert_rows`) on an unwrapped model
+        # (`_compute_loss`); images keep TRL's forward.
         inert = self._rows_without_gradient
         if (
             inert is not None
             and 0 < int(inert.sum()) < len(inert)
             and all(value is None for value in media.values())
-            and model is self.accelerator.unwrap_model(model)
         ):
             # The rows that move the policy with gradient, the others without, then back in order.
             live, still = (~inert).nonzero().squeeze(1), inert.nonzero().squeeze(1)

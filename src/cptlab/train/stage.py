@@ -34,7 +34,7 @@ from cptlab.chat import prompt_length
 from cptlab.checkpoints import load_model, load_tokenizer
 from cptlab.config import ConfigError
 from cptlab.domains import get_benchmark
-from cptlab.provenance import SourceTree
+from cptlab.provenance import SourceTree, sha256_file
 from cptlab.rows import read_jsonl
 from cptlab.train.distributed import gathered_parameters
 from cptlab.train.grpo import CptGRPOTrainer, grpo_args
@@ -342,7 +342,7 @@ def build_trainer(
 def _fingerprint(
     settings, seed, start, anchor_path, data_file: Path, replay_files=(), export_saves=False
 ) -> dict:
-    replay = {"replay": [hashlib.sha256(f.read_bytes()).hexdigest() for f in replay_files]}
+    replay = {"replay": [sha256_file(f) for f in replay_files]}
     return {
         **(replay if replay_files else {}),
         # State saved without exports cannot give a resumed stage its earlier within-stage
@@ -354,7 +354,7 @@ def _fingerprint(
         # A retrained start (same path, new weights) must not resume old state.
         "start_manifest": _file_digest(Path(start) / MANIFEST),
         "anchor": anchor_path,
-        "data": hashlib.sha256(data_file.read_bytes()).hexdigest(),
+        "data": sha256_file(data_file),
         # State written by other code or libraries is not resumed: a rerun after a code change
         # (Snakemake reruns the job) would otherwise continue the old run's checkpoints.
         "code": SourceTree().code_hash("train-stage"),
@@ -393,7 +393,7 @@ def _distribution(trainer) -> dict:
 
 
 def _file_digest(path: Path) -> str | None:
-    return hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else None
+    return sha256_file(path) if path.exists() else None
 
 
 def export_weights(
