@@ -9,10 +9,11 @@ import logging
 import pytest
 from tiny_world import tiny_config
 
-from cptlab.config import ConfigError, schema
+from cptlab.config import ConfigError
 from cptlab.train.sdpo import CptSDPOConfig, sdpo_args
 from cptlab.train.spec import resolve_stage
 from cptlab.train.teachers import RENAMED, TEACHER_KINDS, trl_teacher
+from cptlab.validation import schema
 
 
 def sdpo_config(**method: object) -> dict:

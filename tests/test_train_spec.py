@@ -7,14 +7,13 @@ import tiny_world
 import yaml
 from tiny_world import tiny_config, tiny_rows
 
-import cptlab.config
 from cptlab.cli import main, parser
 from cptlab.errors import ConfigError
 from cptlab.train.monitor import CollapseMonitor, completion_stats
 from cptlab.train.rewards import VerifierReward, merge_step_stats
 from cptlab.train.spec import resolve_stage
 from cptlab.train.stage import trl_args
-from cptlab.validation import load_config, validate_config
+from cptlab.validation import load_config, schema, validate_config
 from cptlab.verifiers import VERIFIERS, Verdict, register
 
 BROKEN = "tiny_broken"
@@ -228,7 +227,7 @@ def test_project_schema_checks_methods_and_training():
     import jsonschema
 
     project = yaml.safe_load(open("config/config.yaml"))
-    validator = jsonschema.Draft202012Validator(cptlab.config.schema())
+    validator = jsonschema.Draft202012Validator(schema())
     validator.validate(project)
     bad = {**project, "training": {**project["training"], "stepz": 3}}
     with pytest.raises(jsonschema.ValidationError, match="stepz"):

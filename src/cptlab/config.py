@@ -1,5 +1,6 @@
 """Read an experiment config: YAML (or JSON) files with their `extends:` overlays, the JSON
-schema and its checks, and settings dataclasses built from sections. The lowest layer of the
+schema and its checks, and settings dataclasses: built from sections, and stating their own
+part of the schema (`setting`, `dataclass_schema`). The lowest layer of the
 package (it imports only cptlab.errors); cptlab.validation loads a config with every check,
 those that need the registries and the training settings included. Every error names the file
 and key.
@@ -20,8 +21,11 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
+import types
+import typing
 from collections.abc import Mapping
-from dataclasses import MISSING, fields
+from dataclasses import MISSING, field, fields, is_dataclass
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
@@ -38,8 +42,113 @@ EXTENDS = "extends"
 REPLACED_MAPPINGS = frozenset({"thresholds", "shards"})
 
 
-def schema() -> dict:
+def schema_file() -> dict:
+    """The schema's sections kept as YAML (cptlab/schemas/config.schema.yaml); the sections that
+    are settings dataclasses state themselves (`dataclass_schema`), and cptlab.validation.schema
+    joins the two."""
     return yaml.safe_load(SCHEMA_PATH.read_text())
+
+
+def setting(default: Any = MISSING, *, factory: Any = MISSING, **rules: Any) -> Any:
+    """A field of a settings dataclass: its default (or `factory`) and the JSON-schema `rules`
+    the config accepts beyond its type (`minimum`, `enum`, ...). Its description is its entry
+    under `Parameters:` in the class docstring."""
+    return field(default=default, default_factory=factory, metadata={"schema": rules})
+
+
+def dataclass_schema(cls: type) -> dict:
+    """The JSON schema of the config section that settings dataclass `cls` reads: one key per
+    field, its type from the annotation, its default, its `setting` rules and its description
+    from the docstring (a nested dataclass is a section of its own); unknown keys are errors.
+    The section's description is the docstring's text before `Parameters:`."""
+    description = " ".join((cls.__doc__ or "").split("Parameters:")[0].split())
+    hints = typing.get_type_hints(cls)
+    docs = parameter_docs(cls)
+    properties = {}
+    for f in fields(cls):
+        if f.name not in docs:
+            raise TypeError(f"{cls.__name__}.{f.name}: no entry under Parameters: in its docstring")
+        nested = _optional(hints[f.name])
+        if is_dataclass(nested):
+            properties[f.name] = dataclass_schema(nested)  # described by its own docstring
+            if nested is not hints[f.name]:
+                properties[f.name]["type"] = ["object", "null"]
+                if f.default is None:
+                    properties[f.name]["default"] = None
+            continue
+        spec = _type_schema(hints[f.name])
+        rules = f.metadata.get("schema", {})
+        spec.update({k: list(v) if isinstance(v, tuple) else v for k, v in rules.items()})
+        if f.default is not MISSING:
+            spec["default"] = f.default
+        elif f.default_factory is not MISSING:
+            spec["default"] = f.default_factory()
+        spec["description"] = docs[f.name]
+        properties[f.name] = spec
+    out: dict[str, Any] = {"type": "object", "additionalProperties": False}
+    required = [
+        f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING
+    ]
+    if required:
+        out["required"] = required
+    if description:
+        out["description"] = description
+    out["properties"] = properties
+    return out
+
+
+def parameter_docs(cls: type) -> dict[str, str]:
+    """Field -> its description: the entries under `Parameters:` in the docstrings of `cls` and
+    its bases, each a line `name:` (text may follow) continued by the lines indented deeper."""
+    out: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        doc = klass.__dict__.get("__doc__") or ""
+        if "Parameters:" not in doc:
+            continue
+        name, indent = None, 0
+        for line in doc.split("Parameters:", 1)[1].splitlines():
+            depth = len(line) - len(line.lstrip())
+            entry = re.fullmatch(r"\s*(\w+):(.*)", line)
+            if entry and (name is None or depth <= indent):
+                name, indent = entry[1], depth
+                out[name] = entry[2].strip()
+            elif name and line.strip():
+                if depth <= indent:  # the text after the parameters
+                    break
+                out[name] = f"{out[name]} {line.strip()}".strip()
+    return out
+
+
+_JSON_TYPES = {bool: "boolean", int: "integer", float: "number", str: "string"}
+
+
+def _optional(hint: Any) -> Any:
+    """`X` of `X | None`, else `hint`."""
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    if typing.get_origin(hint) in (types.UnionType, typing.Union) and len(args) == 1:
+        return args[0]
+    return hint
+
+
+def _type_schema(hint: Any) -> dict:
+    """The JSON schema of a field's annotation: scalars, `X | None`, `dict[str, X]`, `list[X]`."""
+    inner = _optional(hint)
+    if inner is not hint:
+        spec = _type_schema(inner)
+        spec["type"] = [spec["type"], "null"]
+        return spec
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint in _JSON_TYPES:
+        return {"type": _JSON_TYPES[hint]}
+    if dict in (hint, origin):
+        values = args[1] if args and args[1] is not Any else None
+        return {
+            "type": "object",
+            **({"additionalProperties": _type_schema(values)} if values else {}),
+        }
+    if origin is list:
+        return {"type": "array", "items": _type_schema(args[0])}
+    raise TypeError(f"no JSON schema for the annotation {hint!r}")
 
 
 def merge(base: Mapping, override: Mapping) -> dict:

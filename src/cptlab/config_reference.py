@@ -12,8 +12,11 @@ from cptlab.cli import arg, command
 
 HEADER = """# Configuration reference
 
-Written by `cptlab config-reference --out config/README.md` from
-`src/cptlab/schemas/config.schema.yaml`; edit the schema, not this file. Unknown keys are errors.
+Written by `cptlab config-reference --out config/README.md` from the config schema: the
+sections written out in `src/cptlab/schemas/config.schema.yaml`, and those the settings
+dataclasses state (`base`, `evaluation`, `drift`, `methods`, `training`: each key's type, default
+and accepted values on its field, its description in its class docstring). Edit those, not this
+file. Unknown keys are errors.
 
 A config may start with `extends: <file>` (a path relative to it): the file's keys are merged
 over that parent's, mappings key by key and anything else (lists included) replaced, so an
@@ -89,7 +92,7 @@ def reference(schema: dict) -> str:
     arg("--out", default=None, help="output file (default: standard output)"),
 )
 def config_reference(args: argparse.Namespace) -> None:
-    from cptlab.config import schema
+    from cptlab.validation import schema
 
     text = reference(schema())
     if args.out:

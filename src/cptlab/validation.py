@@ -11,17 +11,23 @@ import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from cptlab.base_model.settings import BaseSettings
 from cptlab.config import (
+    SCHEMA_PATH,
     check_schema,
+    dataclass_schema,
     merge,
     read_config_file,
     resolve_fallback_paths,
-    schema,
+    schema_file,
 )
 from cptlab.domains import BENCHMARKS
+from cptlab.drift.settings import DriftSettings
 from cptlab.errors import ConfigError
+from cptlab.evaluation.settings import EvalSettings
 from cptlab.plan import datasets, eval_benchmarks
 from cptlab.resources import launcher_processes, rule_resources
+from cptlab.train.settings import schema_sections
 from cptlab.train.spec import check_methods, method_settings
 
 logger = logging.getLogger(__name__)
@@ -42,6 +48,23 @@ def load_config(paths: str | Path | Sequence[str | Path], overrides: Mapping | N
     if fallback is not None:
         logger.warning("%s", fallback)
     return validate_config(config, ", ".join(str(p) for p in paths))
+
+
+def schema() -> dict:
+    """The config's JSON schema: cptlab/schemas/config.schema.yaml, in which each section written
+    `{}` is stated by the settings dataclass that reads it (cptlab.config.dataclass_schema)."""
+    stated = {
+        "base": dataclass_schema(BaseSettings),
+        "evaluation": dataclass_schema(EvalSettings),
+        "drift": dataclass_schema(DriftSettings),
+        **schema_sections(),
+    }
+    out = schema_file()
+    for section, spec in stated.items():
+        if out["properties"].get(section) != {}:
+            raise ValueError(f"{SCHEMA_PATH}: `{section}` must be `{{}}` (its dataclass states it)")
+        out["properties"][section] = spec  # in the file's place
+    return out
 
 
 def validate_config(config: dict, source: str = "config") -> dict:

@@ -7,41 +7,54 @@ from collections.abc import Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 
+from cptlab.config import setting
+
 SVD_METHODS = ("auto", "full", "randomized")
 EMBEDDERS = ("minilm", "hashing")  # and "none": no embedder
 
 
 @dataclass(frozen=True)
 class DriftSettings:
-    """Settings of the drift analyses (`drift-chain`, `dataset-distance`, `drift-figures`).
+    """The `drift` section: why forgetting happens (`cptlab drift-chain`, `dataset-distance`,
+    `drift-figures`): parameter and response drift of every checkpoint, distances between data
+    sets, collapse forensics.
 
-    k:                    rank of the principal subspaces (principal angles, principal mask);
-                          capped at half the smaller side of each matrix.
-    alpha:                share of entries in the principal mask.
-    update_threshold:     an entry counts as updated when |W - W0| > update_threshold *
-                          max(|W|, |W0|).
-    svd_method:           auto (exact SVD up to 512 on the smaller side, randomized top-k SVD
-                          above), full or randomized.
-    embedder:             sentence embedder of responses and prompts: minilm
-                          (all-MiniLM-L6-v2, offline), hashing (lexical fallback) or none (no
-                          embedding cosine; data-set distances then use hashing).
-    max_samples:          prompts per data set for the MMD, subsampled.
-    tsne_points:          prompts per data set on the t-SNE map.
-    ngram:                n of the collapse forensics' token n-grams (None: the training
-                          collapse monitor's `training.collapse.ngram`).
-    completions_per_item: completions per evaluation item read by the collapse forensics, the
-                          first ones (None: all, slow with avg@16 evaluations of long answers).
+    Parameters:
+        k:
+            Rank of the principal subspaces (principal angles, principal mask); capped at half
+            the smaller side of each matrix.
+        alpha:
+            Share of entries in the principal mask.
+        update_threshold:
+            An entry counts as updated when |W - W0| > update_threshold * max(|W|, |W0|).
+        svd_method:
+            `auto` (exact SVD up to 512 on the smaller side, randomized top-k SVD above), full or
+            randomized.
+        embedder:
+            Sentence embedder of responses and prompts: minilm (all-MiniLM-L6-v2, offline),
+            hashing (lexical fallback) or none (no embedding cosine; data-set distances then use
+            hashing).
+        max_samples:
+            Prompts per data set for the MMD, subsampled.
+        tsne_points:
+            Prompts per data set on the t-SNE map.
+        ngram:
+            The n of the collapse forensics' token n-grams (None: the training collapse monitor's
+            `training.collapse.ngram`).
+        completions_per_item:
+            Completions per evaluation item read by the collapse forensics, the first ones
+            (None: all, slow with avg@16 evaluations of long answers).
     """
 
-    k: int = 64
-    alpha: float = 0.05
-    update_threshold: float = 1e-3
-    svd_method: str = "auto"
-    embedder: str = "minilm"
-    max_samples: int = 1000
-    tsne_points: int = 300
-    ngram: int | None = None
-    completions_per_item: int | None = 1
+    k: int = setting(64, minimum=1)
+    alpha: float = setting(0.05, exclusiveMinimum=0, maximum=1)
+    update_threshold: float = setting(1e-3, exclusiveMinimum=0)
+    svd_method: str = setting("auto", enum=SVD_METHODS)
+    embedder: str = setting("minilm", enum=(*EMBEDDERS, "none"))
+    max_samples: int = setting(1000, minimum=2)
+    tsne_points: int = setting(300, minimum=2)
+    ngram: int | None = setting(None, minimum=1)
+    completions_per_item: int | None = setting(1, minimum=1)
 
     @classmethod
     def from_config(cls, config: Mapping) -> DriftSettings:

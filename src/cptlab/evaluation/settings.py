@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field, replace
 
+from cptlab.config import setting
 from cptlab.errors import ConfigError
 from cptlab.train.spec import method_settings, training_section
 
@@ -31,16 +32,19 @@ BACKENDS = ("hf", "vllm")
 class WithinStage:
     """`evaluation.within_stage`: the checkpoints inside each stage, evaluated like its end.
 
-    every:  evaluate the checkpoint after every `every` rollout batches of a stage, before its
+    Parameters:
+        every:
+            Evaluate the checkpoint after every `every` rollout batches of a stage, before its
             last (the stage's end is its own checkpoint). The stage exports the weights at each
             trainer save (`training.save_steps`), so `every` is a multiple of it.
-    rows:   each benchmark's seeded sample of this many rows (each benchmark a stratum of its
+        rows:
+            Each benchmark's seeded sample of this many rows (each benchmark a stratum of its
             own, the same rows at every within-stage checkpoint, kept in their file order);
             None: every row the stage ends evaluate.
     """
 
-    every: int
-    rows: int | None = None
+    every: int = setting(minimum=1)
+    rows: int | None = setting(None, minimum=1)
 
     def steps(self, stage_steps: int) -> list[int]:
         """The within-stage checkpoints (rollout batches done) of a stage of `stage_steps`."""
@@ -58,43 +62,67 @@ class WithinStage:
 
 @dataclass(frozen=True)
 class EvalSettings:
-    """The config's `evaluation` mapping with its defaults filled in.
+    """The `evaluation` section: how every checkpoint is evaluated (`cptlab evaluate`).
 
-    n:              first n items of each benchmark (None: all).
-    samples:        completions per item (1 with temperature 0: greedy; k > 1: avg@k).
-    temperature, top_p, max_new_tokens: decoding.
-    batch_size:     sequences per HF generate call (prompts x samples).
-    compact_generation: hf backend: decode with the training loop's compact loop
-                    (cptlab.train.compact_generation), a row leaving the batch at its end token:
-                    greedy completions equal to generate's, sampled ones other draws. Off where
-                    a seed's samples must be generate's.
-    backend:        "hf" (transformers generate) or "vllm".
-    seed:           generation and bootstrap seed.
-    vllm:           options of the vLLM engine (cptlab.evaluation.vllm_backend.build_llm).
-    chat_template_kwargs: extra arguments of the chat template (e.g. enable_thinking: false);
-                    None: each checkpoint's own, the one it was trained with (`for_checkpoint`).
-    max_prompt_length: items whose templated prompt is longer (in tokens) are not scored, as the
-                    study drops them (None: every item is scored).
-    shards:         {benchmark: n}: n >= 2 evaluates that benchmark's rows in n jobs per
-                    checkpoint, merged into one EVAL.json; the others are evaluated together.
-                    The stage ends' and the base's only: a within-stage checkpoint evaluates
-                    every benchmark in its one job.
-    within_stage:   the checkpoints inside each stage (WithinStage); None: the stage ends only.
+    Parameters:
+        n:
+            The first n items of each benchmark (None: all).
+        samples:
+            Completions per item: 1 with temperature 0 is greedy; k > 1 is avg@k (the study:
+            16).
+        temperature:
+            Sampling temperature; 0 is greedy (the study: 0.6).
+        top_p:
+            Nucleus sampling (the study: 0.95).
+        max_new_tokens:
+            Completion limit in tokens.
+        batch_size:
+            Sequences per HF generate call (prompts x samples).
+        compact_generation:
+            `hf` backend: decode with the training loop's compact loop
+            (cptlab.train.compact_generation), a row leaving the batch at its end token: greedy
+            completions equal to generate's, sampled ones other draws. Off where a seed's
+            samples must be generate's.
+        backend:
+            `hf`: batched transformers generate; `vllm`: a vLLM engine.
+        seed:
+            Generation and bootstrap seed.
+        vllm:
+            vLLM engine options (gpu_memory_utilization, tensor_parallel_size, dtype,
+            kv_cache_space_gib).
+        chat_template_kwargs:
+            Passed to apply_chat_template for every checkpoint, e.g. {enable_thinking: false}
+            for Qwen3; null: each checkpoint with the template it was trained with (its method's
+            training.chat_template_kwargs; the base: the training section's), as the study
+            evaluates.
+        max_prompt_length:
+            Items whose templated prompt has more tokens are not scored, and are counted in
+            EVAL.json (the study drops them: 2048); null: every item is scored.
+        shards:
+            {benchmark: n}: each checkpoint evaluates that benchmark's rows in n jobs
+            (contiguous parts), merged into its EVAL.json, so that each job fits its time limit
+            (`cptlab plan-hours`); the other benchmarks, and those with n 1, are evaluated
+            together in the checkpoint's one job. An overlay's mapping replaces its parent's.
+        within_stage:
+            The checkpoints inside each stage, each evaluated in a job of its own like the stage
+            ends (cached, invalidated by provenance; the same samples, decoding and metrics);
+            null: the stage ends only. The stage exports its weights at each trainer save
+            (training.save_steps) while within-stage evaluation is on.
     """
 
-    n: int | None = None
-    samples: int = 1
-    temperature: float = 0.0
-    top_p: float = 1.0
-    max_new_tokens: int = 64
-    batch_size: int = 64
+    n: int | None = setting(None, minimum=1)
+    samples: int = setting(1, minimum=1)
+    temperature: float = setting(0.0, minimum=0)
+    top_p: float = setting(1.0, exclusiveMinimum=0, maximum=1)
+    max_new_tokens: int = setting(64, minimum=1)
+    batch_size: int = setting(64, minimum=1)
     compact_generation: bool = False
-    backend: str = "hf"
+    backend: str = setting("hf", enum=BACKENDS)
     seed: int = 0
     vllm: dict = field(default_factory=dict)
     chat_template_kwargs: dict | None = None
-    max_prompt_length: int | None = None
-    shards: dict = field(default_factory=dict)
+    max_prompt_length: int | None = setting(None, minimum=1)
+    shards: dict = setting(factory=dict, additionalProperties={"type": "integer", "minimum": 1})
     within_stage: WithinStage | None = None
 
     def __post_init__(self) -> None:

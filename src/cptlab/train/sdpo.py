@@ -36,7 +36,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 from accelerate.utils import is_peft_model
@@ -137,52 +137,21 @@ class CptSDPOConfig(SDPOConfig):
             Lower bound of the weight (`None`: none).
     """
 
-    teacher_anchor_path: str | None = field(
-        default=None,
-        metadata={"help": "Checkpoint the frozen/EMA teacher starts from (default: stage start)."},
-    )
-    teacher_anchor_mix: float = field(
-        default=1.0, metadata={"help": "Initial teacher = (1 - a) * student + a * anchor."}
-    )
-    distillation_token_mask_ratio: float = field(
-        default=0.0,
-        metadata={"help": "Share of response tokens dropped at random from the distillation loss."},
-    )
-    feedback_from_reward: bool = field(
-        default=True, metadata={"help": "Environment feedback from the reward function's verdicts."}
-    )
-    environment_feedback_on_success: bool = field(
-        default=False, metadata={"help": "Feedback for successful rollouts too (the study's way)."}
-    )
-    skip_inactive_rows: bool = field(
-        default=True,
-        metadata={"help": "Forward only reprompted rows when distillation_weight is 1."},
-    )
-    log_entropy: bool = field(default=True, metadata={"help": "Log the student's entropy."})
-    teacher_trust_region_mix: float | None = field(
-        default=None, metadata={"help": "Teacher logits = lerp(reference, student, mix)."}
-    )
-    remove_unopened_thinking: bool = field(
-        default=False, metadata={"help": "Also strip reasoning that lacks its opening tag."}
-    )
-    demonstration_reasoning: str | None = field(
-        default=None, metadata={"help": "Regex of a demonstration's reasoning to strip too."}
-    )
-    reprompt_truncation: str = field(
-        default="left", metadata={"help": "Cut long teacher prompts: left, right or error."}
-    )
-    vllm_importance_sampling_correction: bool = field(
-        default=True, metadata={"help": "Rollout importance weights for vLLM rollouts."}
-    )
-    vllm_importance_sampling_mode: str = field(
-        default="sequence_mask", metadata={"help": f"One of {', '.join(MODES)}."}
-    )
-    vllm_importance_sampling_clip_max: float | None = field(
-        default=3.0, metadata={"help": "Upper bound of the rollout importance weight."}
-    )
-    vllm_importance_sampling_clip_min: float | None = field(
-        default=None, metadata={"help": "Lower bound of the rollout importance weight."}
-    )
+    teacher_anchor_path: str | None = None
+    teacher_anchor_mix: float = 1.0
+    distillation_token_mask_ratio: float = 0.0
+    feedback_from_reward: bool = True
+    environment_feedback_on_success: bool = False
+    skip_inactive_rows: bool = True
+    log_entropy: bool = True
+    teacher_trust_region_mix: float | None = None
+    remove_unopened_thinking: bool = False
+    demonstration_reasoning: str | None = None
+    reprompt_truncation: str = "left"
+    vllm_importance_sampling_correction: bool = True
+    vllm_importance_sampling_mode: str = "sequence_mask"
+    vllm_importance_sampling_clip_max: float | None = 3.0
+    vllm_importance_sampling_clip_min: float | None = None
 
     def __post_init__(self):
         super().__post_init__()

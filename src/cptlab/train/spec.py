@@ -1,7 +1,6 @@
 """One stage's settings: a named method entry and the `training` section, with defaults filled
-in (cptlab.train.settings) and checked against the project config schema (`methods` and
-`training` under `properties` of cptlab/schemas/config.schema.yaml). Errors are ConfigError
-naming the key."""
+in and checked against the schema those sections' dataclasses state (cptlab.train.settings).
+Errors are ConfigError naming the key."""
 
 from __future__ import annotations
 
@@ -9,10 +8,14 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
-import cptlab.config
 from cptlab.config import check_schema
 from cptlab.errors import ConfigError
-from cptlab.train.settings import METHOD_SETTINGS, MethodSettings, TrainingSettings
+from cptlab.train.settings import (
+    METHOD_SETTINGS,
+    MethodSettings,
+    TrainingSettings,
+    schema_sections,
+)
 from cptlab.train.teachers import TEACHER_KINDS, TeacherKind, canonical_kind
 
 # transformers schedulers driven by a metric rather than a step count: nothing to count in
@@ -27,7 +30,7 @@ def _validate(section: str, value: Any, where: str) -> None:
 
 @cache
 def _section_schema(section: str) -> dict:
-    return cptlab.config.schema()["properties"][section]
+    return schema_sections()[section]
 
 
 def training_section(config: dict, source: str = "config") -> TrainingSettings:

