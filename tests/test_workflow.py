@@ -307,7 +307,7 @@ def test_adding_a_method_adds_only_its_chain(smoke, tmp_path):
 
 def test_docstrings_comments_and_maps_rerun_nothing(smoke):
     """A package's docstring is its module map (tests/test_maps.py): editing it, or a comment,
-    or a function's docstring changes no result."""
+    or a function's docstring, or a config key's description changes no result."""
     assert (
         plan_after_editing(
             smoke,
@@ -318,6 +318,10 @@ def test_docstrings_comments_and_maps_rerun_nothing(smoke):
                     '"""', '"""The training package. ', 1
                 ),
                 "evaluation/scoring.py": lambda text: text.replace('    """', '    """Note: ', 1),
+                # a config key's description (the schema's, cptlab.config.dataclass_schema)
+                "train/settings.py": lambda text: text.replace(
+                    "Rollouts per prompt.", "Rollouts per prompt (its group).", 1
+                ),
             },
         )
         == Counter()
