@@ -23,6 +23,8 @@ import torch
 from conftest import run_command
 from tiny_models import tiny_qwen2
 
+from cptlab.artifacts import write_manifest
+from cptlab.drift.base_responses import embed_base_responses
 from cptlab.drift.chain import (
     ChainSettings,
     chain_stages,
@@ -432,6 +434,7 @@ def test_cli_subcommands(world, tmp_path):
     config.write_text(json.dumps({**CONFIG, "run": {**CONFIG["run"], "methods": ["sdpo_frozen"]}}))
     common = ["--config", str(config), "--results-dir", str(results)]
     for argv in (
+        ["drift-base", *common, "--embedder", "none"],
         ["drift-chain", *common, "--method", "sdpo_frozen", "--seed", "0", "--embedder", "none"],
         ["dataset-distance", *common, "--embedder", "none"],
         ["drift-figures", *common],
@@ -444,6 +447,35 @@ def test_cli_subcommands(world, tmp_path):
     assert datasets["embedder"] == "hashing" and "mmd" in datasets["files"]
     figures = json.loads((layout.drift_figures_dir / "manifest.json").read_text())
     assert figures["chains"] == ["sdpo_frozen/seed0"] and "trend.json" in figures["files"]
+
+
+def test_the_shared_base_embeddings_change_no_number(world, tmp_path):
+    """drift-base embeds the base's responses once; a chain that reads them writes the tables it
+    writes embedding them itself, and reads them only where the embedder and texts are its own."""
+    results = tmp_path / "results"
+    for name in ("eval", "runs", "base", "data"):
+        shutil.copytree(world / name, results / name, symlinks=True)
+    layout = Layout(results)
+    table = layout.drift_chain_dir("sdpo_frozen", 0) / "responses.csv"
+    alone = drift_chain(CONFIG, "sdpo_frozen", 0, layout)
+    embedded = pd.read_csv(table)
+    shared = embed_base_responses(CONFIG, layout)
+    assert shared["embedder"] == alone["embedder"] == "hashing" and shared["texts"] > 0
+    assert alone["base_embeddings"] == "embedded"
+    assert drift_chain(CONFIG, "sdpo_frozen", 0, layout)["base_embeddings"] == "drift-base"
+    pd.testing.assert_frame_equal(pd.read_csv(table), embedded)
+    # read, not recomputed: other vectors for the same texts change the cosines
+    vectors = layout.drift_base_dir / "embeddings.npy"
+    np.save(vectors, np.roll(np.load(vectors), 1, axis=0))
+    drift_chain(CONFIG, "sdpo_frozen", 0, layout)
+    assert not np.allclose(pd.read_csv(table)["cosine"], embedded["cosine"])
+    # another embedder's vectors, or other texts: the chain embeds them itself
+    for manifest, texts in (({**shared, "embedder": "minilm"}, None), (shared, ["other"])):
+        write_manifest(layout.drift_base_dir, manifest)
+        if texts:
+            (layout.drift_base_dir / "texts.json").write_text(json.dumps(texts))
+        assert drift_chain(CONFIG, "sdpo_frozen", 0, layout)["base_embeddings"] == "embedded"
+        pd.testing.assert_frame_equal(pd.read_csv(table), embedded)
 
 
 def test_minilm_similarity_of_identical_responses(world, tmp_path):

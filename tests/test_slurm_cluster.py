@@ -99,6 +99,7 @@ RULE_KINDS = {
     "evaluate_base_shard": "evaluate",
     "evaluate_stage_shard": "evaluate",
     "evaluate_within_stage": "evaluate",
+    "drift_base": "drift",
     "drift_chain": "drift",
     "dataset_distance": "drift",
 }
@@ -488,7 +489,8 @@ PAPER = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())
 PAPER_RULES = {
     "prepare_data", "train_stage", "evaluate_base", "evaluate_stage", "evaluate_base_shard",
     "evaluate_stage_shard", "evaluate_within_stage", "merge_shards_base", "merge_shards_stage",
-    "drift_chain", "dataset_distance", "aggregate", "findings", "figures", "drift_figures",
+    "drift_base", "drift_chain", "dataset_distance", "aggregate", "findings", "figures",
+    "drift_figures",
 }  # fmt: skip
 
 

@@ -29,6 +29,8 @@ written once. Methods accept wildcard placeholders as well as values
     findings.csv, findings.html                    the study's findings scored on this run
     figures/                                       plots, manifest.json last
     drift/<method>/seed<s>/                        one chain's drift tables, manifest.json last
+    drift/base_responses/                          the base's response embeddings, which every
+                                                   chain reads
     drift/datasets/, drift/figures/                distances between data sets; drift plots
     report.html                                    Snakemake's report
     tracking/<method>/seed<s>/stage<k>_<domain>/   the tracker's run of a stage
@@ -248,6 +250,10 @@ class Layout:
 
     def drift_chain_dir(self, method: str, seed: int | str) -> Path:
         return self.drift_dir / method / f"seed{seed}"
+
+    @property
+    def drift_base_dir(self) -> Path:
+        return self.drift_dir / "base_responses"
 
     @property
     def dataset_distance_dir(self) -> Path:

@@ -376,6 +376,11 @@ def drift_settings(wc):
     }
 
 
+def drift_base_settings(wc):
+    """The embedder, and the benchmarks whose base responses it embeds, in order."""
+    return {"embedder": DriftSettings.from_config(config).embedder, "benchmarks": EVAL_BENCHMARKS}
+
+
 def drift_figures_settings(wc):
     """The chains and benchmarks, and each domain's training set (the source of a stage's gain
     and forgetting against MMD)."""

@@ -1,15 +1,43 @@
 # Why forgetting happens: one job per chain (method x seed) for parameter drift, response drift
-# and collapse forensics of all its stages, one for the distances between data sets (from the
-# data alone), one for gain and forgetting against those distances and the figures. Per chain rather than per (checkpoint, benchmark): each job loads the embedder once
-# and reads the base model once. Settings: the config's optional `drift` section.
+# and collapse forensics of all its stages, one for the base's response embeddings (which every
+# chain compares its stages' responses with), one for the distances between data sets (from the
+# data alone), one for gain and forgetting against those distances and the figures. Per chain
+# rather than per (checkpoint, benchmark): each job loads the embedder once and reads the base
+# model once. Settings: the config's optional `drift` section.
 
 DRIFT_CHAIN_JOB = LAYOUT.drift_chain_job("{method}", "{seed}")
 
+
+rule drift_base:
+    input:
+        base_responses=[str(LAYOUT.responses_file(b)) for b in EVAL_BENCHMARKS],
+        provenance=provenance("drift/base_responses", "drift-base", drift_base_settings),
+    output:
+        manifest=LAYOUT.drift_base_dir / MANIFEST,
+    params:
+        config=CONFIG_FILE,
+        results=results_dir,
+    threads: threads("drift")
+    priority: PRIORITY["drift_chain"]
+    resources:
+        **resources("drift"),
+    log:
+        LAYOUT.log_file("drift/base_responses"),
+    benchmark:
+        LAYOUT.benchmark_file("drift/base_responses")
+    conda:
+        CONDA_ENV
+    shell:
+        cptlab_shell(
+            "drift-base --config {params.config} --results-dir {params.results}"
+            " --threads {threads}"
+        )
 
 
 rule drift_chain:
     input:
         base=base_inputs(),
+        base_embeddings=LAYOUT.drift_base_dir / MANIFEST,
         stages=lambda wc: [stage_manifest(wc.method, wc.seed, k) for k in PLAN.stages[1:]],
         base_responses=[str(LAYOUT.responses_file(b)) for b in EVAL_BENCHMARKS],
         responses=lambda wc: [

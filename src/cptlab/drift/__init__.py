@@ -12,6 +12,7 @@ collapse.py          repeated n-grams, repetition, format violations, lengths, d
                      outputs, artifact frequency over training steps
 text.py              the tokenizer and n-gram helpers all lexical measures share
 tables.py            input readers and atomic table writers
+base_responses.py    the workflow's `drift-base` job: the base's response embeddings, once
 chain.py             the workflow's `drift-chain` job: every analysis of one chain's stages
 dataset_distance.py  the workflow's `dataset-distance` job
 plots.py             the workflow's `drift-figures` job

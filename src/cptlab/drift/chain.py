@@ -45,6 +45,7 @@ import pandas as pd
 
 from cptlab.artifacts import read_json_lines, write_manifest
 from cptlab.checkpoints import model_folder
+from cptlab.drift.base_responses import base_texts, first_completions, shared_embeddings
 from cptlab.drift.embedders import Embedder, resolve_embedder
 from cptlab.drift.settings import ChainSettings, DriftSettings, thread_limits
 from cptlab.drift.tables import ALL, read_responses, write_json, write_table
@@ -168,20 +169,19 @@ class _EmbeddingCache:
         self.embedder = embedder
         self.vectors: dict[str, np.ndarray] = {}
 
-    def add(self, texts: Sequence[str]) -> None:
+    def add(self, texts: Sequence[str], vectors: np.ndarray | None = None) -> None:
+        """Embed the texts not yet here; `vectors`: those of the distinct `texts`, embedded
+        elsewhere (the drift-base job)."""
         if self.embedder is None:
             return
         new = list(dict.fromkeys(t for t in texts if t not in self.vectors))
         if new:
-            for text, vector in zip(new, np.asarray(self.embedder(new)), strict=True):
+            embedded = np.asarray(self.embedder(new)) if vectors is None else vectors
+            for text, vector in zip(new, embedded, strict=True):
                 self.vectors[text] = vector
 
     def __call__(self, texts: Sequence[str]) -> np.ndarray:
         return np.stack([self.vectors[t] for t in texts]) if texts else np.zeros((0, 1))
-
-
-def _first_completions(path: Path) -> dict[str, str]:
-    return {rid: r["completions"][0] for rid, r in read_responses(path).items()}
 
 
 def response_tables(
@@ -189,9 +189,11 @@ def response_tables(
     base_eval_dir: Path,
     benchmarks: Sequence[str],
     embedder: Embedder | None,
+    base_vectors: np.ndarray | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(per item, summary): each stage's first completion per item against the base's, for every
-    benchmark. cosine is NaN without an embedder."""
+    benchmark. cosine is NaN without an embedder. base_vectors: the embeddings of
+    `base_texts(base_eval_dir, benchmarks)` where the drift-base job made them."""
     from cptlab.drift.responses import (
         cosine_similarity,
         matched_ids,
@@ -200,14 +202,14 @@ def response_tables(
     )
     from cptlab.drift.text import tokenize
 
-    base = {b: _first_completions(base_eval_dir / f"{b}.responses.jsonl") for b in benchmarks}
+    base = {b: first_completions(base_eval_dir / f"{b}.responses.jsonl") for b in benchmarks}
     trained = {
-        (s.k, b): _first_completions(s.eval_dir / f"{b}.responses.jsonl")
+        (s.k, b): first_completions(s.eval_dir / f"{b}.responses.jsonl")
         for s in stages
         for b in benchmarks
     }
     cache = _EmbeddingCache(embedder)
-    cache.add([t for texts in base.values() for t in texts.values()])
+    cache.add(base_texts(base_eval_dir, benchmarks), base_vectors)
     cache.add([t for texts in trained.values() for t in texts.values()])
     frames = []
     for stage in stages:
@@ -432,7 +434,9 @@ def drift_chain(
 
     with thread_limits(threads):
         # The cheap analyses first: a broken responses file fails the job before the SVDs.
-        items, summary = response_tables(stages, base_eval, benchmarks, embed)
+        texts = base_texts(base_eval, benchmarks)
+        shared = None if embed is None else shared_embeddings(layout, embedder_name, texts)
+        items, summary = response_tables(stages, base_eval, benchmarks, embed, shared)
         put("responses", items)
         put("responses_summary", summary)
         checkpoints = [(0, "base", base_eval)] + [(s.k, s.domain, s.eval_dir) for s in stages]
@@ -452,6 +456,8 @@ def drift_chain(
         "base": str(base),
         "benchmarks": benchmarks,
         "embedder": embedder_name,
+        # the base's response embeddings: the drift-base job's, or embedded here
+        "base_embeddings": "drift-base" if shared is not None else "embedded",
         "settings": settings.as_dict(),
         "artifact": artifact,
         "artifact_token": settings.format_tokens.get(artifact) if artifact else None,

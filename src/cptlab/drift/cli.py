@@ -2,6 +2,7 @@
 
 The workflow's (one process per chain, so the embedder loads once):
 
+drift-base          the base's response embeddings, read by every chain's drift-chain
 drift-chain         parameter / response drift and collapse forensics of every stage of one chain
 dataset-distance    MMD / t-SNE of every data set of data.domains (the data alone)
 drift-figures       gain and forgetting vs MMD (from scores.csv), then the drift figures
@@ -70,6 +71,30 @@ def _settings(args: argparse.Namespace):
 
 
 # ----- the workflow's ---------------------------------------------------------------------------
+
+
+@command(
+    "drift-base",
+    "the base's response embeddings, read by every chain's drift-chain",
+    CONFIG,
+    RESULTS_DIR,
+    CONFIG_EMBEDDER,
+    arg("--device", default="auto", help="embedder device"),
+    THREADS,
+)
+def drift_base(args: argparse.Namespace) -> None:
+    from cptlab.drift.base_responses import embed_base_responses
+    from cptlab.layout import Layout
+    from cptlab.validation import load_config
+
+    manifest = embed_base_responses(
+        load_config(args.config),
+        Layout(args.results_dir),
+        threads=args.threads,
+        embedder=args.embedder,
+        device=args.device,
+    )
+    print(json.dumps({k: manifest[k] for k in ("embedder", "texts", "seconds")}))
 
 
 @command(
