@@ -43,7 +43,7 @@ RESULTS = Layout(Path("results/smoke"))
 ENV = {"OMP_NUM_THREADS": "1"}
 CONFIG = "config/preview.yaml"  # the smoke config with GRPO alone, written by `finished`
 # One evaluation key changed: every evaluation and what reads the evaluations, nothing else.
-EVALUATIONS = Counter(evaluate_base=1, evaluate_stage=STAGES, **downstream(1))
+EVALUATIONS = Counter(evaluate_base=1, evaluate_stage=STAGES, **downstream(1, base=True))
 
 
 def state(workdir: Path) -> dict[str, tuple]:

@@ -209,9 +209,8 @@ def test_a_fresh_clone_beside_the_results_reruns_nothing(smoke):
 def test_an_evaluation_param_reruns_every_evaluation_only(smoke, tmp_path):
     jobs = plan_after(smoke, tmp_path, lambda c: c["evaluation"].update(max_new_tokens=9))
     assert jobs == Counter(
-        evaluate_base=1, evaluate_stage=METHODS * STAGES, **WITHIN, **downstream(METHODS),
-        drift_base=1,  # the base's responses
-    )  # fmt: skip
+        evaluate_base=1, evaluate_stage=METHODS * STAGES, **WITHIN, **downstream(METHODS, base=True)
+    )
 
 
 def test_the_within_stage_rows_rerun_only_the_within_stage_evaluations(smoke, tmp_path):
@@ -276,9 +275,8 @@ def test_adding_a_benchmark_reruns_only_the_evaluations(smoke, tmp_path):
         evaluate_base=1,
         evaluate_stage=METHODS * STAGES,
         **WITHIN,
-        **downstream(METHODS),
+        **downstream(METHODS, base=True),
         dataset_distance=1,
-        drift_base=1,  # the base's responses to its new benchmark
     )
 
 
@@ -332,8 +330,8 @@ def test_docstrings_comments_and_maps_rerun_nothing(smoke):
 
 EVERYTHING = Counter(
     prepare_data=8, build_base=1, evaluate_base=1, train_stage=METHODS * STAGES,
-    evaluate_stage=METHODS * STAGES, **WITHIN, **downstream(METHODS), dataset_distance=1,
-    drift_base=1,
+    evaluate_stage=METHODS * STAGES, **WITHIN, **downstream(METHODS, base=True),
+    dataset_distance=1,
 )  # fmt: skip
 # The data-set distances read the data alone: no change after the data reruns them.
 AFTER_THE_DATA = EVERYTHING - Counter(prepare_data=8, dataset_distance=1)
@@ -393,9 +391,8 @@ def test_a_colleagues_copy_of_the_results_has_nothing_to_do(colleague):
 def test_a_colleagues_copy_reruns_exactly_what_an_evaluation_key_changes(colleague, tmp_path):
     jobs = plan_after(colleague, tmp_path, lambda c: c["evaluation"].update(max_new_tokens=9))
     assert jobs == Counter(
-        evaluate_base=1, evaluate_stage=METHODS * STAGES, **WITHIN, **downstream(METHODS),
-        drift_base=1,  # the base's responses
-    )  # fmt: skip
+        evaluate_base=1, evaluate_stage=METHODS * STAGES, **WITHIN, **downstream(METHODS, base=True)
+    )
 
 
 def test_a_colleagues_copy_reruns_exactly_what_a_method_key_changes(colleague, tmp_path):
@@ -476,8 +473,7 @@ def test_splitting_a_benchmark_reruns_only_its_evaluations(smoke, tmp_path):
         evaluate_stage_shard=3 * METHODS * STAGES,
         merge_shards_base=1,
         merge_shards_stage=METHODS * STAGES,
-        **downstream(METHODS),
-        drift_base=1,
+        **downstream(METHODS, base=True),
     )
     every = {"math_id": 2, "science_id": 2, "logic_ood": 2}
     jobs = plan_after(smoke, tmp_path, lambda c: c["evaluation"].update(shards=every))

@@ -27,10 +27,10 @@ SMOKE = "config/smoke.yaml"
 STAGES, METHODS = 2, 2
 
 
-def downstream(chains: int) -> dict:
+def downstream(chains: int, base: bool = False) -> dict:
     """What any change of an evaluation reruns after it: the tables, figures and the drift
     analyses of the `chains` (method x seed) it touches (not the data-set distances, which read
-    the data alone)."""
+    the data alone), and with the base's evaluation (`base`) the embeddings of its responses."""
     return {
         "aggregate": 1,
         "figures": 1,
@@ -38,6 +38,7 @@ def downstream(chains: int) -> dict:
         "drift_chain": chains,
         "drift_figures": 1,
         "all": 1,
+        **({"drift_base": 1} if base else {}),
     }
 
 
