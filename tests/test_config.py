@@ -144,23 +144,8 @@ def test_overrides_merge_last(tmp_path):
     assert config["evaluation"]["n"] == 7 and config["evaluation"]["samples"] == 1
 
 
-# --- defaults: the settings dataclasses state their sections (tests/test_train_settings.py);
-# the two dicts below are mirrored by the schema file ----------------------------------------
-
-
-def schema_properties(path: str) -> dict:
-    """The schema's `properties` at a dotted path."""
-    node = schema()
-    for part in path.split("."):
-        node = node["properties"][part]
-    return node["properties"]
-
-
-def test_findings_roles_are_the_schemas():
-    from cptlab.results.findings import ROLES
-
-    properties = schema_properties("findings.methods")
-    assert {key: spec["default"] for key, spec in properties.items()} == ROLES
+# --- one home per key: the settings dataclasses state their sections
+# (tests/test_train_settings.py); the code reads the other sections' defaults from the schema ---
 
 
 @pytest.mark.parametrize("section", ["base", "evaluation", "drift", "methods", "training"])
@@ -171,11 +156,12 @@ def test_a_section_a_dataclass_states_is_not_in_the_schema_file(section):
     assert schema()["properties"][section]["type"] == "object"
 
 
-def test_resource_defaults_are_the_schemas():
-    from cptlab.resources import RESOURCE_DEFAULTS
+def test_the_code_reads_its_defaults_from_the_schema():
+    from cptlab.resources import RESOURCE_DEFAULTS, rule_resources
+    from cptlab.results.findings import ROLES
 
-    properties = schema_properties("resources")
-    assert {kind: spec.get("default") for kind, spec in properties.items()} == RESOURCE_DEFAULTS
+    assert RESOURCE_DEFAULTS["build_base"]["threads"] == 2 and ROLES["sdpo_0"] == "sdpo_frozen"
+    assert rule_resources({"resources": {"train": {"gpu": 8}}}, "train")["runtime"] == 60
 
 
 def test_every_key_is_described():

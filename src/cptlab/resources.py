@@ -1,5 +1,6 @@
-"""Compute per rule kind: the config's `resources` section over RESOURCE_DEFAULTS, as the
-workflow's `threads:` and `resources:` (the SLURM profile turns them into sbatch options)."""
+"""Compute per rule kind: the config's `resources` section over RESOURCE_DEFAULTS (the schema's
+defaults), as the workflow's `threads:` and `resources:` (the SLURM profile turns them into
+sbatch options)."""
 
 from __future__ import annotations
 
@@ -7,13 +8,13 @@ import shlex
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from cptlab.config import schema_file
+
 # Rule kinds without an entry in `resources` (data, aggregate, figures) run on one CPU with the
 # SLURM profile's default-resources.
 RESOURCE_DEFAULTS: dict[str, dict[str, Any]] = {
-    "train": {"threads": 1, "gpu": 0, "runtime": 60, "mem_mb": 4000, "launcher": ""},
-    "evaluate": {"threads": 1, "gpu": 0, "runtime": 30, "mem_mb": 4000, "launcher": ""},
-    "build_base": {"threads": 2, "gpu": 0, "runtime": 30, "mem_mb": 4000, "launcher": ""},
-    "drift": {"threads": 1, "gpu": 0, "runtime": 30, "mem_mb": 4000, "launcher": ""},
+    kind: spec["default"]
+    for kind, spec in schema_file()["properties"]["resources"]["properties"].items()
 }
 
 

@@ -37,18 +37,18 @@ import numpy as np
 import pandas as pd
 
 from cptlab.artifacts import MANIFEST, atomic_write_text, read_json_lines, read_manifest
+from cptlab.config import schema_file
 from cptlab.layout import Layout
 from cptlab.plan import Plan
 from cptlab.results import cl_metrics as clm
 from cptlab.results.aggregate import read_csv, write_csv
 from cptlab.train.spec import method_settings, training_section
 
-ROLES = {
-    "grpo": "grpo",
-    "sdpo_0": "sdpo_frozen",
-    "sdpo_5": "sdpo_ema5",
-    "sdpo_0_cot": "sdpo_frozen_cot",
-    "sft": "sft",
+ROLES = {  # the schema's defaults of findings.methods
+    role: spec["default"]
+    for role, spec in schema_file()["properties"]["findings"]["properties"]["methods"][
+        "properties"
+    ].items()
 }
 COLUMNS = [
     "finding",
