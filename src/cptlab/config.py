@@ -19,6 +19,7 @@ Snakefile resolves `--configfile` with the same function, so both read the same 
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import os
 import re
@@ -45,7 +46,12 @@ REPLACED_MAPPINGS = frozenset({"thresholds", "shards"})
 def schema_file() -> dict:
     """The schema's sections kept as YAML (cptlab/schemas/config.schema.yaml); the sections that
     are settings dataclasses state themselves (`dataclass_schema`), and cptlab.validation.schema
-    joins the two."""
+    joins the two. A copy of the file parsed once per process."""
+    return copy.deepcopy(_parsed_schema_file())
+
+
+@functools.cache
+def _parsed_schema_file() -> dict:
     return yaml.safe_load(SCHEMA_PATH.read_text())
 
 
@@ -86,15 +92,18 @@ def dataclass_schema(cls: type) -> dict:
         spec["description"] = docs[f.name]
         properties[f.name] = spec
     out: dict[str, Any] = {"type": "object", "additionalProperties": False}
-    required = [
-        f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING
-    ]
+    required = required_fields(cls)
     if required:
         out["required"] = required
     if description:
         out["description"] = description
     out["properties"] = properties
     return out
+
+
+def required_fields(cls: type) -> list[str]:
+    """The fields of dataclass `cls` without a default: the section's required keys."""
+    return [f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING]
 
 
 def parameter_docs(cls: type) -> dict[str, str]:
@@ -260,10 +269,7 @@ def settings(cls: type, values: Mapping | None, where: str):
     """`cls(**values)` for a settings dataclass (a config section with its defaults), with a
     missing required key reported as a ConfigError naming it (`where.key`)."""
     values = dict(values or {})
-    required = [
-        f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING
-    ]
-    missing = [name for name in required if name not in values]
+    missing = [name for name in required_fields(cls) if name not in values]
     if missing:
         raise ConfigError(f"{where}: missing required key(s) {missing}")
     return cls(**values)

@@ -6,7 +6,9 @@ reader below them imports none of them. Every error is a ConfigError naming the 
 
 from __future__ import annotations
 
+import copy
 import difflib
+import functools
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -52,7 +54,13 @@ def load_config(paths: str | Path | Sequence[str | Path], overrides: Mapping | N
 
 def schema() -> dict:
     """The config's JSON schema: cptlab/schemas/config.schema.yaml, in which each section written
-    `{}` is stated by the settings dataclass that reads it (cptlab.config.dataclass_schema)."""
+    `{}` is stated by the settings dataclass that reads it (cptlab.config.dataclass_schema). A
+    copy of the schema joined once per process."""
+    return copy.deepcopy(_joined_schema())
+
+
+@functools.cache
+def _joined_schema() -> dict:
     stated = {
         "base": dataclass_schema(BaseSettings),
         "evaluation": dataclass_schema(EvalSettings),
@@ -69,7 +77,7 @@ def schema() -> dict:
 
 def validate_config(config: dict, source: str = "config") -> dict:
     """`config` if it follows the schema and names only known things, else ConfigError."""
-    check_schema(config, schema(), source)
+    check_schema(config, _joined_schema(), source)
     check_names(config, source)
     return config
 

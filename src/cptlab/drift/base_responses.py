@@ -35,7 +35,7 @@ def first_completions(path: Path) -> dict[str, str]:
 
 def base_texts(base_eval_dir: Path, benchmarks: Sequence[str]) -> list[str]:
     """The distinct first completions of the base over `benchmarks`, in benchmark and file
-    order: the list a chain embeds first."""
+    order: the list a chain embeds first (cptlab.drift.chain.response_tables)."""
     texts = (
         t
         for b in benchmarks

@@ -209,7 +209,7 @@ def response_tables(
         for b in benchmarks
     }
     cache = _EmbeddingCache(embedder)
-    cache.add(base_texts(base_eval_dir, benchmarks), base_vectors)
+    cache.add([t for texts in base.values() for t in texts.values()], base_vectors)
     cache.add([t for texts in trained.values() for t in texts.values()])
     frames = []
     for stage in stages:

@@ -11,6 +11,7 @@ workflow's rerun triggers): the fields in declaration order, nested sections as 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Collection, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
@@ -533,9 +534,11 @@ METHOD_SETTINGS: dict[str, type[MethodSettings]] = {
 }
 
 
+@functools.cache
 def schema_sections() -> dict[str, dict]:
     """The config schema's sections that these dataclasses state (cptlab.config.dataclass_schema):
-    `methods`, each entry with its trainer's keys, and `training`."""
+    `methods`, each entry with its trainer's keys, and `training`. Made once per process: read
+    it, do not change it."""
     keys: dict[str, dict] = {}
     takers: dict[str, list[str]] = {}
     for trainer, cls in METHOD_SETTINGS.items():

@@ -5,7 +5,6 @@ Errors are ConfigError naming the key."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cache
 from typing import Any
 
 from cptlab.config import check_schema
@@ -25,12 +24,7 @@ METRIC_SCHEDULERS = ("reduce_lr_on_plateau", "greedy")
 
 def _validate(section: str, value: Any, where: str) -> None:
     """Check one top-level section (`methods` or `training`) against the project schema."""
-    check_schema(value, _section_schema(section), where, section)
-
-
-@cache
-def _section_schema(section: str) -> dict:
-    return schema_sections()[section]
+    check_schema(value, schema_sections()[section], where, section)
 
 
 def training_section(config: dict, source: str = "config") -> TrainingSettings:
