@@ -1,7 +1,7 @@
 """Compact rollout sampling (`training.compact_generation`) against HF `generate`: the same
 greedy completions while rows end at different steps (so rows leave the batch), the same
-sampled completions while no row ends (so the random streams agree), and a training step that
-takes it."""
+sampled completions while no row ends with generate's draw (so the random streams agree), the
+draw's frequencies against its probabilities, and a training step that takes it."""
 
 from __future__ import annotations
 
@@ -85,7 +85,15 @@ def test_greedy_completions_equal_generate_while_rows_leave_the_batch():
 @pytest.mark.parametrize(
     "sampling", [{"temperature": 1.0}, {"temperature": 0.7, "top_p": 0.9, "top_k": 20}]
 )
-def test_sampled_completions_equal_generate_while_no_row_ends(sampling):
+def test_sampled_completions_equal_generate_while_no_row_ends(sampling, monkeypatch):
+    """With generate's own draw (`torch.multinomial`) in place of `draw_tokens`, the random
+    streams agree while no row ends: each step draws from the distribution generate draws
+    from, which `draw_tokens` samples (the next test)."""
+    monkeypatch.setattr(
+        compact_generation,
+        "draw_tokens",
+        lambda probs: torch.multinomial(probs, num_samples=1).squeeze(1),
+    )
     model = peaked_model()
     prompts = rollout_prompts()
     torch.manual_seed(11)
@@ -95,6 +103,30 @@ def test_sampled_completions_equal_generate_while_no_row_ends(sampling):
     torch.manual_seed(11)
     got = sample_completions(model, prompts, 8, [], PAD, sampling_processors(**sampling))
     assert got == expected
+
+
+def test_draw_tokens_draws_each_token_with_its_probability():
+    """200,000 draws of each row: every token's frequency within 4.5 standard errors of its
+    probability, a token of probability 0 never drawn (top-p's removed tokens), and the same
+    draws from the same seed."""
+    rows = torch.tensor(
+        [
+            [0.5, 0.25, 0.125, 0.0625, 0.0625, 0.0],
+            [0.0, 1e-3, 0.0, 0.999 - 1e-4, 1e-4, 0.0],
+            [1 / 6] * 6,
+        ]
+    )
+    n = 200_000
+    torch.manual_seed(0)
+    draws = compact_generation.draw_tokens(rows.repeat_interleave(n, dim=0)).view(3, n)
+    frequencies = torch.stack([torch.bincount(d, minlength=6) for d in draws]).double() / n
+    error = (rows.double() * (1 - rows.double()) / n).sqrt()
+    assert ((frequencies - rows).abs() <= 4.5 * error).all(), frequencies
+    assert (frequencies[rows == 0] == 0).all()
+    torch.manual_seed(0)
+    again = compact_generation.draw_tokens(rows.repeat_interleave(n, dim=0)).view(3, n)
+    assert torch.equal(draws, again)
+    assert not torch.equal(draws[2], compact_generation.draw_tokens(rows[2:].expand(n, 6)))
 
 
 def test_sampling_needs_a_positive_temperature():

@@ -21,7 +21,13 @@ from cptlab.base_model.tokenizer import train_tokenizer
 from cptlab.chat import prompt_length
 from cptlab.checkpoints import load_tokenizer
 from cptlab.errors import ConfigError, InputError
-from cptlab.evaluation.evaluate import score_responses, shard_of, statistics
+from cptlab.evaluation.evaluate import (
+    checkpoint_tasks,
+    earlier_verdicts,
+    score_responses,
+    shard_of,
+    statistics,
+)
 from cptlab.evaluation.generation import count_generated
 from cptlab.evaluation.scoring import PASS_FRACTION_KEYS, SAMPLED_KEYS
 from cptlab.evaluation.settings import EvalSettings
@@ -164,7 +170,7 @@ def test_code_benchmarks_report_the_test_pass_fraction_beside_the_accuracy():
         {"id": "one", "metadata": {"verifier": "study_code", "study_tests": {
             **tests, "inputs": ["1 2\n"], "outputs": ["3\n"]}}},
     ]  # fmt: skip
-    responses = score_responses(rows, [[add, "no code"], [add, "```python\nprint(0)\n```"]])
+    responses, _ = score_responses(rows, [[add, "no code"], [add, "```python\nprint(0)\n```"]])
     result = statistics(responses)
     assert result["accuracy"] == pytest.approx((0.0 + 0.5) / 2)
     assert result["test_pass_fraction"] == pytest.approx((0.25 + 0.5) / 2)
@@ -217,7 +223,7 @@ def test_verifiers_give_the_normalised_answers_that_maj_at_k_votes_on():
     two right answers outvote one wrong one; mcq gives its letter."""
     math = {"id": "m", "answer": "4", "metadata": {"verifier": "math_boxed"}}
     letter = {"id": "q", "answer": "B", "metadata": {"verifier": "mcq_letter"}}
-    responses = score_responses(
+    responses, _ = score_responses(
         [math, letter],
         [["\\boxed{5}", "\\boxed{ 4 }", "\\boxed{4}"], ["A", "B", "no letter here"]],
     )
@@ -445,3 +451,56 @@ def test_each_checkpoint_is_evaluated_with_its_training_template():
     assert EvalSettings.for_checkpoint(config, "cot").chat_template_kwargs == {
         "enable_thinking": False
     }
+
+
+COUNTED = "tiny_counted"
+COUNTED_CALLS: list[str] = []
+
+if COUNTED not in VERIFIERS:
+
+    @register(COUNTED)
+    def _counted(completion: str, row: dict) -> Verdict:
+        """Right when the completion is the row's answer; "?" is malformed; each call kept."""
+        COUNTED_CALLS.append(completion)
+        if completion == "?":
+            return Verdict(0.0, "unreadable", reason="malformed")
+        return Verdict(float(completion == row["answer"]), "ok", answer=completion)
+
+
+def test_a_checkpoint_reuses_the_earlier_verdicts_of_the_same_completions_only(tmp_path):
+    """evaluation.reuse_verdicts: a verdict of the earlier checkpoint serves the same completion
+    of the same item, and gives the response that scoring it again gives; another item's, a
+    new completion, and a verdict with a reason (malformed) are scored again."""
+    rows = [{"id": f"r{i}", "answer": str(i), "metadata": {"verifier": COUNTED}} for i in range(3)]
+    earlier = tmp_path / "earlier.responses.jsonl"
+    first, reused = score_responses(rows, [["0"], ["x"], ["?"]])
+    assert reused == 0
+    earlier.write_text("".join(json.dumps(r) + "\n" for r in first))
+    memo = earlier_verdicts(earlier)
+    assert set(memo) == {("r0", "0"), ("r1", "x")}  # the malformed "?" has a reason
+    later = [["0", "x"], ["1"], ["?"]]  # "x" is r1's earlier completion, not r0's
+    COUNTED_CALLS.clear()
+    with_memo, reused = score_responses(rows, later, memo)
+    assert reused == 1 and COUNTED_CALLS == ["x", "1", "?"]
+    assert with_memo == score_responses(rows, later)[0]
+    # positive control: the verdict served is the memo's, not a new one
+    memo["r0", "0"] = Verdict(0.5, "", answer="memo")
+    served, _ = score_responses(rows, later, memo)
+    assert served[0]["rewards"][0] == 0.5 and served[0]["answers"][0] == "memo"
+
+
+def test_a_chain_checkpoint_reads_the_verdicts_of_the_one_its_stage_started_from():
+    """Stage 1 (its end and the checkpoints inside it) reads the base's responses, stage k the
+    end of stage k - 1; the base reads none, and nothing is read with the key off."""
+    layout = Layout(Path("results"))
+    on = EvalSettings(reuse_verdicts=True, within_stage={"every": 10})
+    assert on.earlier_checkpoint(None, None, 0) is None
+    assert on.earlier_checkpoint("grpo", 0, 1) == ("grpo", 0, 0)
+    assert on.earlier_checkpoint("grpo", 0, "3") == ("grpo", 0, 2)
+    assert EvalSettings().earlier_checkpoint("grpo", 0, 2) is None
+    tasks = checkpoint_tasks(on, layout, ["math_id"], ("grpo", 0, 1))
+    assert [t.earlier for t in tasks] == [layout.responses_file("math_id")]
+    tasks = checkpoint_tasks(on, layout, ["math_id"], ("grpo", 0, 2), step=10)
+    assert tasks[0].earlier == layout.responses_file("math_id", "grpo", 0, 1)
+    assert tasks[0].out == layout.eval_file("math_id", "grpo", 0, 2, 10)
+    assert checkpoint_tasks(on, layout, ["math_id"], (None, None, 0))[0].earlier is None

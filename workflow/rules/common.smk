@@ -338,6 +338,18 @@ def evaluation_settings(checkpoint, method=lambda wc: None, within_stage=False):
     }
 
 
+def earlier_responses(benchmarks):
+    """The responses files whose verdicts a chain checkpoint's evaluation of `benchmarks(wc)`
+    reuses (evaluation.reuse_verdicts): the previous checkpoint's in the chain; none for the
+    base or with the key off."""
+
+    def inputs(wc):
+        at = EVALUATION.earlier_checkpoint(wc.method, wc.seed, wc.stage)
+        return [] if at is None else [str(LAYOUT.responses_file(b, *at)) for b in benchmarks(wc)]
+
+    return inputs
+
+
 def shard_inputs(benchmark, method=None, seed=None, stage=0):
     """The shard files of split benchmark `benchmark` on one checkpoint, each shard's both."""
     count = EVALUATION.shard_count(benchmark)

@@ -10,6 +10,9 @@
 # With `evaluation.within_stage`, each checkpoint a stage exported inside it (its step<N>/ folder,
 # complete once the stage's manifest is written) is evaluated the same way, in one job on every
 # benchmark's sample of rows.
+#
+# With `evaluation.reuse_verdicts`, a chain checkpoint's jobs read the responses of the
+# checkpoint its stage started from, whose verdicts they reuse: each waits for that evaluation.
 
 EVAL_BASE_JOB = LAYOUT.evaluate_job()
 EVAL_STAGE_JOB = LAYOUT.evaluate_job("{method}", "{seed}", "{stage}")
@@ -68,6 +71,7 @@ if WHOLE_BENCHMARKS:
         input:
             checkpoint=lambda wc: stage_manifest(wc.method, wc.seed, wc.stage),
             data=[data_file(b) for b in WHOLE_BENCHMARKS],
+            earlier=earlier_responses(lambda wc: WHOLE_BENCHMARKS),
             provenance=provenance(
                 EVAL_STAGE_JOB, "evaluate-checkpoint", stage_evaluation_settings
             ),
@@ -131,6 +135,7 @@ if SPLIT_BENCHMARKS:
         input:
             checkpoint=lambda wc: stage_manifest(wc.method, wc.seed, wc.stage),
             data=lambda wc: data_file(wc.benchmark),
+            earlier=earlier_responses(lambda wc: [wc.benchmark]),
             provenance=provenance(
                 EVAL_STAGE_SHARD_JOB, "evaluate-checkpoint", stage_evaluation_settings
             ),
@@ -190,6 +195,7 @@ if EVALUATION.within_stage is not None:
         input:
             checkpoint=lambda wc: stage_manifest(wc.method, wc.seed, wc.stage),
             data=[data_file(b) for b in EVAL_BENCHMARKS],
+            earlier=earlier_responses(lambda wc: EVAL_BENCHMARKS),
             provenance=provenance(EVAL_STEP_JOB, "evaluate-checkpoint", step_evaluation_settings),
         output:
             scores=[

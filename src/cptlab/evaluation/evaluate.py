@@ -114,11 +114,55 @@ def statistics(responses: list[dict], seed: int = 0) -> dict:
     return {**record, **dict(zip(PASS_FRACTION_KEYS, summary, strict=True))}
 
 
-def score_responses(rows: list[dict], completions: list[list[str]]) -> list[dict]:
-    """One response per item: its completions with their rewards and reasons (and the fraction
-    of tests each passed, where the verifier runs tests)."""
-    verdicts = score_completions(rows, completions)
-    return [_response(*item) for item in zip(rows, completions, verdicts, strict=True)]
+Memo = dict[tuple[str, str], Verdict]
+
+
+def earlier_verdicts(path: str | Path) -> Memo:
+    """{(item id, completion): verdict} of an evaluation's responses file, for the verdicts a
+    later checkpoint may reuse (`evaluation.reuse_verdicts`): those of ordinary right or wrong
+    answers. A verdict with a reason (malformed, too long, or one the verifier could not reach)
+    is left out, so that its completion is scored again; so is the feedback, which evaluation
+    does not record."""
+    memo: Memo = {}
+    for response in read_json_lines(Path(path)):
+        n = len(response["completions"])
+        answers = response.get("answers") or [None] * n
+        fractions = response.get("test_pass_fractions") or [None] * n
+        verdicts = zip(
+            response["completions"],
+            response["rewards"],
+            response["reasons"],
+            answers,
+            fractions,
+            strict=True,
+        )
+        for completion, reward, reason, answer, fraction in verdicts:
+            if reason is None:
+                memo[response["id"], completion] = Verdict(
+                    reward, "", test_pass_fraction=fraction, answer=answer
+                )
+    return memo
+
+
+def score_responses(
+    rows: list[dict], completions: list[list[str]], memo: Memo | None = None
+) -> tuple[list[dict], int]:
+    """(one response per item: its completions with their rewards and reasons, and the fraction
+    of tests each passed where the verifier runs tests; how many verdicts came from `memo`,
+    the earlier verdicts of the same items, `earlier_verdicts`)."""
+    memo = memo or {}
+    to_score = [
+        (row, [c for c in item if (row["id"], c) not in memo])
+        for row, item in zip(rows, completions, strict=True)
+    ]
+    scored = iter(score_completions([r for r, _ in to_score], [c for _, c in to_score]))
+    verdicts, reused = [], 0
+    for (row, _), item, fresh in zip(to_score, completions, scored, strict=True):
+        fresh = iter(fresh)
+        verdicts.append([memo.get((row["id"], c)) or next(fresh) for c in item])
+        reused += sum((row["id"], c) in memo for c in item)
+    responses = [_response(*item) for item in zip(rows, completions, verdicts, strict=True)]
+    return responses, reused
 
 
 def _check_rows(rows: list[dict], benchmark: str, data: Path) -> None:
@@ -252,20 +296,25 @@ def evaluate_benchmark(
     responses_out: str | Path,
     too_long: int = 0,
     step: int | None = None,
+    earlier: Path | None = None,
 ) -> dict:
     """Score `rows` of `benchmark`; write the responses JSONL, then EVAL.json (`out`) last.
     Returns the EVAL.json record; its `seconds` are this benchmark's (generation and scoring),
     not the model's loading; `too_long` items were left out for their prompt's length; `step`:
-    a within-stage checkpoint's rollout batches (its rows are the benchmark's sample)."""
+    a within-stage checkpoint's rollout batches (its rows are the benchmark's sample);
+    `earlier`: the responses file whose verdicts it reuses (`evaluation.reuse_verdicts`)."""
     started = time.perf_counter()
     stats: dict = {"tokens_generated": 0}
     # A shard can be empty (fewer rows than shards): nothing to generate.
     completions = generate_completions([r["prompt"] for r in rows], stats) if rows else []
-    responses = score_responses(rows, completions)
+    memo = earlier_verdicts(earlier) if earlier is not None else None
+    responses, reused = score_responses(rows, completions, memo)
     seconds = time.perf_counter() - started
     record = eval_record(
         benchmark, checkpoint, settings, responses, too_long, seconds, stats["tokens_generated"]
     )
+    if earlier is not None:
+        record["verdicts_reused"] = reused
     if step is not None:
         record["step"] = step
         record["rows_sampled"] = settings.within_stage.rows
@@ -317,6 +366,7 @@ class Task:
     out: Path
     responses: Path
     shard: tuple[int, int] | None = None
+    earlier: Path | None = None  # the responses whose verdicts it reuses
 
 
 def checkpoint_tasks(
@@ -330,18 +380,30 @@ def checkpoint_tasks(
     """The tasks of one checkpoint (method, seed, stage) of an experiment evaluated on
     `benchmarks`. Without `shard`: each benchmark that `evaluation.shards` does not split.
     With `shard` = (benchmark, index): that shard of a split benchmark. A within-stage
-    checkpoint (`step`) is evaluated on every benchmark in one job."""
+    checkpoint (`step`) is evaluated on every benchmark in one job. Each task names the
+    responses whose verdicts it reuses (`EvalSettings.earlier_checkpoint`)."""
+    earlier_at = settings.earlier_checkpoint(*checkpoint)
+
+    def earlier(benchmark: str) -> Path | None:
+        return None if earlier_at is None else layout.responses_file(benchmark, *earlier_at)
+
     if step is not None:
         if shard is not None:
             raise InputError("--shard and --step: a within-stage checkpoint is not split")
         at = (*checkpoint, step)
         return [
-            Task(b, layout.eval_file(b, *at), layout.responses_file(b, *at)) for b in benchmarks
+            Task(b, layout.eval_file(b, *at), layout.responses_file(b, *at), earlier=earlier(b))
+            for b in benchmarks
         ]
     whole, split = settings.split(benchmarks)
     if shard is None:
         return [
-            Task(b, layout.eval_file(b, *checkpoint), layout.responses_file(b, *checkpoint))
+            Task(
+                b,
+                layout.eval_file(b, *checkpoint),
+                layout.responses_file(b, *checkpoint),
+                earlier=earlier(b),
+            )
             for b in whole
         ]
     benchmark, index = shard
@@ -350,7 +412,7 @@ def checkpoint_tasks(
     count = settings.shard_count(benchmark)
     shard_of([], index, count)  # an index outside 1..count fails here, before any load
     out, responses = layout.shard_files(benchmark, index, count, *checkpoint)
-    return [Task(benchmark, out, responses, (index, count))]
+    return [Task(benchmark, out, responses, (index, count), earlier(benchmark))]
 
 
 def evaluate_checkpoint(
@@ -386,6 +448,10 @@ def evaluate_checkpoint(
         )
         if task.shard is None:  # a split benchmark is checked whole, by its merge
             check_some_scored(task.benchmark, len(kept), too_long, settings)
+        if task.earlier is not None and not task.earlier.is_file():
+            raise FileNotFoundError(
+                f"{task.earlier}: no such file (evaluation.reuse_verdicts reuses its verdicts)"
+            )
         selected.append((kept, too_long))
     generate_completions = load_generator(checkpoint, settings)
     records = [
@@ -399,6 +465,7 @@ def evaluate_checkpoint(
             task.responses,
             too_long,
             step,
+            task.earlier,
         )
         for task, (kept, too_long) in zip(tasks, selected, strict=True)
     ]

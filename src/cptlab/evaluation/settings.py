@@ -108,6 +108,14 @@ class EvalSettings:
             ends (cached, invalidated by provenance; the same samples, decoding and metrics);
             null: the stage ends only. The stage exports its weights at each trainer save
             (training.save_steps) while within-stage evaluation is on.
+        reuse_verdicts:
+            Each checkpoint of a chain takes the verdict of the checkpoint its stage started
+            from (the previous stage's end, or the base) where it gives the same completion to
+            the same item, instead of scoring it again: greedy decoding repeats most
+            completions from one checkpoint to the next, and a code verdict is a sandbox run.
+            The same numbers wherever the verifiers are functions of their input (the embedded
+            ones are; a program near its time limit is not); EVAL.json counts the reused
+            verdicts (`verdicts_reused`), and each evaluation waits for that earlier one.
     """
 
     n: int | None = setting(None, minimum=1)
@@ -124,6 +132,7 @@ class EvalSettings:
     max_prompt_length: int | None = setting(None, minimum=1)
     shards: dict = setting(factory=dict, additionalProperties={"type": "integer", "minimum": 1})
     within_stage: WithinStage | None = None
+    reuse_verdicts: bool = False
 
     def __post_init__(self) -> None:
         # YAML writes 0 for 0.0: keep the record's types stable.
@@ -165,6 +174,16 @@ class EvalSettings:
         else:
             trained = method_settings(config, method)[2].chat_template_kwargs
         return replace(settings, chat_template_kwargs=dict(trained))
+
+    def earlier_checkpoint(
+        self, method: str | None, seed: int | str | None, stage: int | str
+    ) -> tuple[str, int | str, int] | None:
+        """The checkpoint whose verdicts stage `stage` of chain (method, seed), its end and
+        the checkpoints inside it, reuses (`reuse_verdicts`): (method, seed, stage - 1), stage 0
+        being the base (cptlab.layout); None for the base, or with `reuse_verdicts` off."""
+        if not self.reuse_verdicts or method is None or int(stage) == 0:
+            return None
+        return method, seed, int(stage) - 1
 
     def within_stage_steps(self, stage_steps: int) -> list[int]:
         """The within-stage checkpoints of a stage of `stage_steps` rollout batches (none when

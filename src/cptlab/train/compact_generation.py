@@ -11,9 +11,12 @@ the cache) at its end token.
 
 Each row is sampled from the distribution HF `generate` samples from: the same positions (from
 the attention mask, as `generate` makes them), the same logits processors in the same order, the
-same softmax and `torch.multinomial` draw. The draws are not the same ones: `generate` draws for
-finished rows too, so after the first row ends the random streams part. Same seed, same
-completions, either way; but turning the option on changes which completions a seed gives.
+same softmax. The draw is not `generate`'s `torch.multinomial` but the inverse of the row's
+cumulative distribution at one uniform number (`draw_tokens`): the same distribution, and a
+decode step's draw in about 1/25 of the time (`torch.multinomial` makes an exponential number
+per vocabulary entry: 9.4 ms for 256 rows of 2,048, a tenth of a tool step on the embedded
+testbed). So the draws are not `generate`'s: same seed, same completions, either way; but
+turning the option on changes which completions a seed gives.
 """
 
 from __future__ import annotations
@@ -96,6 +99,18 @@ def rollout_sampling(generation_kwargs: dict) -> dict:
     }
 
 
+def draw_tokens(probs: torch.Tensor) -> torch.Tensor:
+    """One token index per row of `probs` (rows of probabilities summing to 1): the first whose
+    cumulative probability passes a uniform number scaled to the row's total, drawn from torch's
+    global generator, one per row. A token's chance is its probability up to the float32
+    rounding of the running sum (at most 6e-8 on the embedded vocabulary of 2,048); a token of
+    probability 0 is never drawn."""
+    cumulative = probs.cumsum(dim=-1)
+    uniform = torch.rand(len(probs), 1, dtype=cumulative.dtype, device=probs.device)
+    tokens = torch.searchsorted(cumulative, uniform * cumulative[:, -1:], right=True)
+    return tokens.squeeze(1).clamp_(max=probs.shape[-1] - 1)
+
+
 @torch.no_grad()
 def sample_completions(
     model: nn.Module,
@@ -150,7 +165,7 @@ def sample_completions(
         if greedy:
             tokens = scores.argmax(dim=-1)
         else:
-            tokens = torch.multinomial(torch.softmax(scores, dim=-1), num_samples=1).squeeze(1)
+            tokens = draw_tokens(torch.softmax(scores, dim=-1))
         for row, token in zip(active.tolist(), tokens.tolist(), strict=True):
             completions[row].append(token)
         if step == max_new_tokens - 1:
