@@ -4,7 +4,11 @@ exit 1 with its traceback)."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import time
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 import yaml
@@ -88,3 +92,47 @@ def test_an_internal_error_is_not_reported_as_bad_input(capsys, monkeypatch, bug
     assert code == 1, err
     assert "Traceback" in err and "cptlab aggregate: internal error" in err
     assert f"{type(bug).__name__}: " in err.splitlines()[-1]
+
+
+ENDING = """
+import multiprocessing, sys, time
+import cptlab.cli
+
+def main(argv=None):
+    child = multiprocessing.get_context("spawn").Process(target=time.sleep, args=(600,))
+    child.start()
+    print(child.pid)  # buffered: the exit must flush it
+    print("to stderr", file=sys.stderr)
+    return 2
+
+if __name__ == "__main__":
+    cptlab.cli.main = main
+    cptlab.cli.entry_point()
+"""
+
+
+def test_the_command_ends_with_mains_code_its_output_flushed_and_no_child_left(tmp_path):
+    """`entry_point` (the `cptlab` command, `python -m cptlab`) ends the process at once: with
+    the code `main` returns, its buffered output written (to a file, as a job's log), and no
+    process it started through multiprocessing still running."""
+    script = tmp_path / "ending.py"
+    script.write_text(ENDING)
+    out, err = tmp_path / "out.txt", tmp_path / "err.txt"
+    with out.open("w") as stdout, err.open("w") as stderr:
+        done = subprocess.run([sys.executable, str(script)], stdout=stdout, stderr=stderr)
+    assert done.returncode == 2
+    assert err.read_text() == "to stderr\n"
+    child = int(out.read_text())
+    for _ in range(50):  # terminated by the parent: gone once its exit is reaped (by init)
+        if not Path(f"/proc/{child}").exists() or "Z" in _state(child):
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError(f"process {child} outlived the command")
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "gone"

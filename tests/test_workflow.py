@@ -127,6 +127,20 @@ def test_run_writes_the_results_contract(smoke):
     assert (results / "state" / "grpo" / "seed0" / "stage1_math").is_dir()
 
 
+def test_a_chains_evaluations_count_the_verdicts_they_reused(smoke):
+    """smoke.yaml's evaluation.reuse_verdicts: each chain checkpoint's EVAL.json counts the
+    verdicts it took from the checkpoint its stage started from (its job read that one's
+    responses); the base's, which reads none, has no count."""
+    results = smoke / "results" / "smoke"
+    assert "verdicts_reused" not in json.loads((results / "eval/base/math_id.json").read_text())
+    for method in ("grpo", "sdpo_frozen"):
+        for stage in ("stage1", "stage2", "stage2/step1"):
+            record = json.loads(
+                (results / "eval" / method / "seed0" / stage / "math_id.json").read_text()
+            )
+            assert 0 <= record["verdicts_reused"] <= record["n"]
+
+
 def test_each_stage_publishes_and_evaluates_its_within_stage_checkpoint(smoke):
     """Step 1 of each 2-step stage: published with the stage (listed in its manifest, its own
     manifest written before the stage's), evaluated on 2 rows of each benchmark; the trajectory

@@ -20,11 +20,11 @@ training stage (with the colocated vLLM engine's own shutdown); no output depend
 from __future__ import annotations
 
 import argparse
-import atexit
 import ctypes
 import errno
 import importlib
 import logging
+import multiprocessing
 import os
 import sys
 import traceback
@@ -164,13 +164,17 @@ def _message(err: Exception) -> str:
 
 def entry_point() -> NoReturn:
     """`main`, then the end of the process without the interpreter's teardown (module
-    docstring). What an exit does first still happens: the atexit callbacks (logging's flush,
-    temporary folders' finalizers, multiprocessing's children), then the flush of Python's and
-    C's stdio buffers (native libraries' printf into a redirected log). An error ends the same
-    way, with the exit code `main` returns (it has printed the message, and an internal error's
-    traceback); argparse's exit still takes the ordinary way out."""
+    docstring). What a job needs of an exit still happens: the log handlers are flushed, the
+    processes it started through multiprocessing (math-verify's workers) are ended, so that none
+    outlives the job or holds its log open, and Python's and C's stdio buffers are flushed
+    (native libraries' printf into a redirected log). The atexit callbacks do not run: with vLLM
+    loaded they shut its engine and ZeroMQ down, part of the teardown's cost. An error ends the
+    same way, with the exit code `main` returns (it has printed the message, and an internal
+    error's traceback); argparse's exit still takes the ordinary way out."""
     code = main()
-    atexit._run_exitfuncs()  # noqa: SLF001 (what Py_Finalize runs first; no public name)
+    logging.shutdown()
+    for child in multiprocessing.active_children():
+        child.terminate()
     sys.stdout.flush()
     sys.stderr.flush()
     try:
