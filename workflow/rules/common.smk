@@ -408,11 +408,20 @@ def dataset_distance_settings(wc):
 
 # On a few cores the training chains are the critical path (docs/notebook/speed.md). A ready
 # training stage runs first, an earlier stage before a later one: the chains advance together,
-# and while their last and longest stages run, the short jobs fill the other cores. Of those, a
-# chain's drift goes first (its figures wait on it), then the data-set distances (the longest of
-# them, which need only the data), then evaluation. The base comes before all of them: every
-# chain starts from it, and its job takes two cores, which a job started first would delay.
-PRIORITY = {"build_base": 100, "drift_chain": 3, "dataset_distance": 2, "evaluate": 1}
+# and while their last and longest stages run, the short jobs fill the other cores. Of those,
+# the checkpoints' evaluations go first: with evaluation.reuse_verdicts each waits for the one
+# before it in its chain, and the chain's drift for them all. Then a chain's drift (its figures
+# wait on it), then the data-set distances (the longest of them, which need only the data), and
+# last the within-stage evaluations, which only the tables wait for. The base comes before all of
+# them: every chain starts from it, and its job takes two cores, which a job started first would
+# delay.
+PRIORITY = {
+    "build_base": 100,
+    "evaluate": 4,
+    "drift_chain": 3,
+    "dataset_distance": 2,
+    "evaluate_within_stage": 1,
+}
 
 
 def train_priority(wc):

@@ -213,7 +213,7 @@ if EVALUATION.within_stage is not None:
             results=results_dir,
             checkpoint=CHECKPOINT_ARGS + " --step {step}",
         threads: threads("evaluate")
-        priority: PRIORITY["evaluate"]
+        priority: PRIORITY["evaluate_within_stage"]
         resources:
             **resources("evaluate"),
         log:
