@@ -127,18 +127,35 @@ def test_run_writes_the_results_contract(smoke):
     assert (results / "state" / "grpo" / "seed0" / "stage1_math").is_dir()
 
 
-def test_a_chains_evaluations_count_the_verdicts_they_reused(smoke):
-    """smoke.yaml's evaluation.reuse_verdicts: each chain checkpoint's EVAL.json counts the
-    verdicts it took from the checkpoint its stage started from (its job read that one's
-    responses); the base's, which reads none, has no count."""
-    results = smoke / "results" / "smoke"
-    assert "verdicts_reused" not in json.loads((results / "eval/base/math_id.json").read_text())
-    for method in ("grpo", "sdpo_frozen"):
-        for stage in ("stage1", "stage2", "stage2/step1"):
-            record = json.loads(
-                (results / "eval" / method / "seed0" / stage / "math_id.json").read_text()
-            )
-            assert 0 <= record["verdicts_reused"] <= record["n"]
+def test_reused_verdicts_make_each_evaluation_read_the_checkpoint_its_stage_started_from(
+    smoke, tmp_path
+):
+    """evaluation.reuse_verdicts (on in the embedded default): a stage's evaluations, its end's
+    and its within-stage checkpoint's, take as inputs the responses of the checkpoint the stage
+    started from (the base's for stage 1), so that each runs after that one; the base's reads
+    none. As a new evaluation setting it reruns every evaluation."""
+    edit = lambda c: c["evaluation"].update(reuse_verdicts=True)  # noqa: E731
+    config = edited_config(smoke / SMOKE, tmp_path / "reuse.yaml", edit)
+    planned = snakemake(smoke, "-n", "--cores", "2", "--configfile", str(config))
+    assert planned.returncode == 0, planned.stderr[-3000:]
+    read: dict[str, Counter] = {}
+    for job in dry_run_jobs(planned.stdout):
+        if job["rule"].startswith("evaluate"):
+            folders = {str(Path(f).parent) for f in job["input"] if f.endswith(".responses.jsonl")}
+            assert len(folders) <= 1, job
+            read.setdefault(job["rule"], Counter()).update(folders or {"none"})
+    eval_dir = "results/smoke/eval"
+    expected = Counter(
+        {
+            f"{eval_dir}/base": METHODS,
+            **{f"{eval_dir}/{m}/seed0/stage1": 1 for m in ("grpo", "sdpo_frozen")},
+        }
+    )
+    assert read == {
+        "evaluate_base": Counter(none=1),
+        "evaluate_stage": expected,
+        "evaluate_within_stage": expected,
+    }
 
 
 def test_each_stage_publishes_and_evaluates_its_within_stage_checkpoint(smoke):
