@@ -22,6 +22,7 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 
 import numpy as np
@@ -151,16 +152,16 @@ def score_responses(
     of tests each passed where the verifier runs tests; how many verdicts came from `memo`,
     the earlier verdicts of the same items, `earlier_verdicts`)."""
     memo = memo or {}
-    to_score = [
-        (row, [c for c in item if (row["id"], c) not in memo])
+    unscored = [
+        [c for c in item if (row["id"], c) not in memo]
         for row, item in zip(rows, completions, strict=True)
     ]
-    scored = iter(score_completions([r for r, _ in to_score], [c for _, c in to_score]))
-    verdicts, reused = [], 0
-    for (row, _), item, fresh in zip(to_score, completions, scored, strict=True):
-        fresh = iter(fresh)
-        verdicts.append([memo.get((row["id"], c)) or next(fresh) for c in item])
-        reused += sum((row["id"], c) in memo for c in item)
+    fresh = iter(chain.from_iterable(score_completions(rows, unscored)))
+    verdicts = [
+        [memo.get((row["id"], c)) or next(fresh) for c in item]
+        for row, item in zip(rows, completions, strict=True)
+    ]
+    reused = sum(len(item) - len(new) for item, new in zip(completions, unscored, strict=True))
     responses = [_response(*item) for item in zip(rows, completions, verdicts, strict=True)]
     return responses, reused
 
